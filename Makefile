@@ -1,0 +1,69 @@
+# The course's front door. `make course` runs everything; `make test` is what CI runs.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+ENV_STAMP := $(VENV)/.installed
+BUILD := build
+NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
+EXECUTED := $(patsubst notebooks/%,$(BUILD)/notebooks/%,$(NOTEBOOKS))
+# PROFILE=smoke|cpu|gpu picks the run size; empty lets each notebook choose from the hardware.
+PROFILE ?=
+
+export NO_ALBUMENTATIONS_UPDATE := 1
+export MPLBACKEND := Agg
+ifneq ($(PROFILE),)
+export NAILSEG_PROFILE := $(PROFILE)
+endif
+
+.PHONY: help env course notebooks data test lab bench blog browser clean distclean
+
+help:  ## list the targets
+	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+env: $(ENV_STAMP)  ## create the virtual environment (idempotent)
+
+# Rebuilt only when the pins change; a second run costs nothing.
+$(ENV_STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $@
+
+course: env data notebooks blog  ## the main job: environment, data, every notebook executed, posts rendered
+
+data: env  ## generate the synthetic set (or check NAILSEG_DATA_ROOT) and prepare CSVs and npy
+	$(PY) -m nailseg_common.preparation
+
+notebooks: $(EXECUTED)  ## execute every notebook headlessly into build/notebooks
+
+$(BUILD)/notebooks/%.ipynb: notebooks/%.ipynb $(ENV_STAMP)
+	@mkdir -p $(@D)
+	$(VENV)/bin/papermill --kernel python3 --cwd notebooks --progress-bar $< $@.part
+	@mv $@.part $@
+
+blog: env  ## render build/notebooks into Jekyll posts (build/blog) and a static site (build/site)
+	$(PY) -m nailseg_common.blog --notebooks $(BUILD)/notebooks --posts $(BUILD)/blog/_posts --site $(BUILD)/site
+
+bench: env  ## benchmark every input pipeline into results/ (meant for a GPU machine)
+	$(PY) -m nailseg_common.benchmark --out results/benchmark_$$(date +%Y%m%d).json
+
+test: env browser  ## unit tests and every notebook (smoke profile), as CI runs them
+	NAILSEG_PROFILE=smoke $(PY) -m pytest --nbmake --nbmake-timeout=900 tests notebooks
+
+lab: env  ## JupyterLab with the course's kernel registered
+	$(PY) -m ipykernel install --user --name nailseg-course --display-name "Python (nailseg course)"
+	$(VENV)/bin/jupyter lab notebooks
+
+# The blog test opens the rendered site in a real headless browser.
+browser:
+	@command -v chromium >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
+	  else echo "chromium is missing: run 'sudo apt-get install chromium' (needed by tests/test_blog.py)"; exit 1; fi; }
+
+clean:  ## remove executed notebooks, posts, logs and generated data (keeps the environment)
+	rm -rf $(BUILD) runs data/synthetic-* data/prepared
+
+distclean: clean  ## also remove the virtual environment
+	rm -rf $(VENV)

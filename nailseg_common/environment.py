@@ -1,0 +1,44 @@
+"""The environment report every notebook prints in its set-up cell."""
+
+from __future__ import annotations
+
+import os
+import platform
+from importlib import metadata
+
+from .profiles import Profile
+
+LIBRARIES = ("torch", "torchvision", "pytorch-lightning", "segmentation-models-pytorch",
+             "albumentations", "kornia", "nvidia-dali-cuda120", "numpy")
+
+
+def library_versions() -> dict[str, str]:
+    """Installed version of each course library ("not installed" when missing)."""
+    versions = {}
+    for name in LIBRARIES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def device_description() -> str:
+    """The GPU's name, or a CPU description with the core count."""
+    import torch
+
+    if torch.cuda.is_available():
+        return f"GPU: {torch.cuda.get_device_name(0)} (CUDA {torch.version.cuda})"
+    return f"CPU only: {platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+
+
+def environment_report(profile: Profile | None = None) -> str:
+    """A short text: Python, library versions, device and the chosen profile."""
+    lines = [f"python  {platform.python_version()} on {platform.system()} {platform.machine()}"]
+    lines += [f"{name:<30}{version}" for name, version in library_versions().items()]
+    lines.append(f"device  {device_description()}")
+    if profile is not None:
+        lines.append(f"profile {profile.name}: image {profile.image_size}px, batch "
+                     f"{profile.batch_size}, {profile.num_epochs} epoch(s), encoder "
+                     f"{profile.encoder}, precision {profile.precision}")
+    return "\n".join(lines)

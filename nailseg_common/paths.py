@@ -1,0 +1,59 @@
+"""Where the course keeps its data, decided in one place.
+
+``NAILSEG_DATA_ROOT`` points at a dataset in the real layout (``Images/1..4`` and
+``Masks/1..4``); without it the course uses a synthetic set it generates under
+``NAILSEG_DATA_DIR`` (default: the repository's ``data/`` folder).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def data_dir() -> Path:
+    """The folder that holds generated and prepared data."""
+    return Path(os.environ.get("NAILSEG_DATA_DIR", REPO_ROOT / "data")).resolve()
+
+
+@dataclass(frozen=True)
+class DataLocation:
+    """The raw dataset (``Images``/``Masks``) and the folder its prepared files go to."""
+
+    raw: Path
+    prepared: Path
+    synthetic: bool
+
+    @property
+    def train_csv(self) -> Path:
+        return self.prepared / "csv_file" / "train.csv"
+
+    @property
+    def valid_csv(self) -> Path:
+        return self.prepared / "csv_file" / "valid.csv"
+
+    @property
+    def npy_dir(self) -> Path:
+        return self.prepared / "npy"
+
+
+def data_location(num_synthetic_images: int, data_root: str | os.PathLike | None = None) -> DataLocation:
+    """Resolve the dataset to use.
+
+    ``data_root`` (a notebook parameter) wins, then ``NAILSEG_DATA_ROOT``; both mean a
+    real dataset. Otherwise a synthetic set of ``num_synthetic_images`` images.
+    """
+    root = data_root or os.environ.get("NAILSEG_DATA_ROOT")
+    if root:
+        raw = Path(root).expanduser().resolve()
+        return DataLocation(raw=raw, prepared=data_dir() / "prepared" / raw.name, synthetic=False)
+    name = f"synthetic-{num_synthetic_images}"
+    return DataLocation(raw=data_dir() / name, prepared=data_dir() / "prepared" / name, synthetic=True)
+
+
+def runs_dir() -> Path:
+    """Where training logs and checkpoints go (``NAILSEG_RUNS_DIR``, default ``runs/``)."""
+    return Path(os.environ.get("NAILSEG_RUNS_DIR", REPO_ROOT / "runs")).resolve()

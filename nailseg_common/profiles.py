@@ -1,0 +1,87 @@
+"""Run profiles shared by every notebook: ``smoke`` (CI), ``cpu`` (a laptop), ``gpu`` (full size).
+
+A notebook's ``parameters`` cell names a profile (or leaves it empty) and may override
+single fields; :func:`select_profile` fills the rest from ``NAILSEG_PROFILE`` and the
+hardware, so papermill, nbmake and a student clicking "Run all" all get a sensible run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Every size knob of a course run."""
+
+    name: str
+    accelerator: str  # "cpu" or "gpu" (Lightning's names)
+    num_images: int  # synthetic images generated when no real dataset is given
+    image_size: int  # square side the models see
+    batch_size: int
+    num_epochs: int
+    encoder: str  # smp encoder name
+    num_workers: int  # CPU DataLoader workers
+    precision: str  # Lightning precision string
+    lr: float
+    max_train_batches: int | None = None  # cap per epoch (None: the whole set)
+    max_valid_batches: int | None = None
+    bench_repeats: int = 3
+    bench_steps: int = 20
+
+
+PROFILES: dict[str, Profile] = {
+    "smoke": Profile(
+        name="smoke", accelerator="cpu", num_images=48, image_size=64, batch_size=8,
+        num_epochs=1, encoder="resnet18", num_workers=0, precision="32-true", lr=1e-3,
+        max_train_batches=2, max_valid_batches=1, bench_repeats=3, bench_steps=2,
+    ),
+    "cpu": Profile(
+        name="cpu", accelerator="cpu", num_images=400, image_size=128, batch_size=16,
+        num_epochs=8, encoder="resnet18", num_workers=2, precision="32-true", lr=2e-3,
+        bench_repeats=3, bench_steps=5,
+    ),
+    "gpu": Profile(
+        name="gpu", accelerator="gpu", num_images=1200, image_size=384, batch_size=32,
+        num_epochs=30, encoder="resnet34", num_workers=15, precision="bf16-mixed", lr=1e-3,
+        bench_repeats=5, bench_steps=50,
+    ),
+}
+
+
+def gpu_available() -> bool:
+    """True when PyTorch sees a CUDA device."""
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def default_profile_name() -> str:
+    """``NAILSEG_PROFILE`` if set, else ``gpu`` with a CUDA device and ``cpu`` without."""
+    name = os.environ.get("NAILSEG_PROFILE", "").strip()
+    if name:
+        return name
+    return "gpu" if gpu_available() else "cpu"
+
+
+def select_profile(name: str | None = None, **overrides) -> Profile:
+    """The profile called ``name`` (empty: :func:`default_profile_name`), with overrides.
+
+    Overrides whose value is ``None`` are ignored, so a ``parameters`` cell can list
+    every knob as ``None`` and let the profile decide.
+    """
+    name = (name or "").strip() or default_profile_name()
+    if name not in PROFILES:
+        raise ValueError(f"Unknown profile {name!r}: choose one of {sorted(PROFILES)} "
+                         "(set NAILSEG_PROFILE or the notebook's `profile` parameter).")
+    profile = PROFILES[name]
+    if profile.accelerator == "gpu" and not gpu_available():
+        raise RuntimeError(f"Profile {name!r} needs a CUDA GPU and none was found: "
+                           "use profile 'cpu' (or 'smoke') on this machine.")
+    fields = {f.name for f in dataclasses.fields(Profile)}
+    unknown = set(overrides) - fields
+    if unknown:
+        raise ValueError(f"Unknown profile fields {sorted(unknown)}; known: {sorted(fields)}")
+    return dataclasses.replace(profile, **{k: v for k, v in overrides.items() if v is not None})
