@@ -13,7 +13,6 @@ EXECUTED := $(patsubst notebooks/%,$(BUILD)/notebooks/%,$(NOTEBOOKS))
 PROFILE ?=
 
 export NO_ALBUMENTATIONS_UPDATE := 1
-export MPLBACKEND := Agg
 ifneq ($(PROFILE),)
 export NAILSEG_PROFILE := $(PROFILE)
 endif
