@@ -62,7 +62,7 @@ browser:
 	  else echo "chromium is missing: run 'sudo apt-get install chromium' (needed by tests/test_blog.py)"; exit 1; fi; }
 
 clean:  ## remove executed notebooks, posts, logs and generated data (keeps the environment)
-	rm -rf $(BUILD) runs data/synthetic-* data/prepared
+	rm -rf $(BUILD) runs data/synthetic-* data/prepared data/.[!.]*
 
 distclean: clean  ## also remove the virtual environment
 	rm -rf $(VENV)

@@ -1,0 +1,55 @@
+"""Folders that appear complete or not at all.
+
+A generated or prepared folder is written under a temporary sibling name and renamed
+into place at the end, so an interrupted run never leaves a half-written folder that a
+later run could take as complete. A lock file serialises processes that build the same
+folder at the same time (several notebooks or test sessions sharing ``data/``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows: no locking, the rename still keeps folders whole
+    fcntl = None
+
+
+@contextlib.contextmanager
+def folder_lock(target: Path) -> Iterator[None]:
+    """Hold an exclusive lock for building ``target`` (a hidden ``.lock`` file beside it)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{target.name}.lock", "w") as handle:
+        if fcntl is not None:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            if fcntl is not None:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def staged_folder(target: Path) -> Iterator[Path]:
+    """Yield an empty temporary sibling of ``target``; on success it replaces ``target``.
+
+    On an exception the temporary folder is deleted and ``target`` is left as it was.
+    """
+    staging = target.parent / f".{target.name}.tmp-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    old = target.parent / f".{target.name}.old-{os.getpid()}"
+    if target.exists():
+        os.replace(target, old)
+    os.replace(staging, target)
+    shutil.rmtree(old, ignore_errors=True)

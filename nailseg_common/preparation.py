@@ -1,0 +1,335 @@
+"""From a folder of photos and masks to the files every notebook trains on.
+
+:func:`ensure_prepared` is the one call a notebook makes: it generates the synthetic set
+when no real dataset is given, finds the image/mask pairs (PNG or JPEG, matched by file
+name without extension), validates them, splits them into train and valid stratified by
+type with a seed, converts every pair to ``.npy`` (for DALI's numpy reader) and writes
+``csv_file/train.csv`` and ``csv_file/valid.csv``. Everything is written to a temporary
+folder and renamed into place, so nothing is ever half-written, and a re-run produces
+byte-identical files. A second call with unchanged inputs returns at once.
+
+Command line (``make data``)::
+
+    python -m nailseg_common.preparation --profile cpu [--data-root PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from tqdm import tqdm
+
+from .atomic import folder_lock, staged_folder
+from .images import DataError, read_binary_mask, read_rgb
+from .paths import DataLocation, data_location
+from .profiles import Profile, select_profile
+from .synthetic import ensure_synthetic_dataset
+
+PREPARATION_VERSION = 1
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+COLUMNS = ["image", "mask", "type", "npy_image", "npy_mask"]
+SPLITS = ("train", "valid")
+MANIFEST_NAME = "prepared.json"
+MAX_LISTED = 20
+LAYOUT_HELP = ("Put the real dataset there as Images/<type>/<name>.png|.jpg with masks of the "
+               "same names in Masks/<type>/ (types 1..4), or leave data_root and "
+               "NAILSEG_DATA_ROOT empty to use the synthetic set: `make data`, or "
+               "nailseg_common.synthetic.generate_synthetic_dataset(root, 400).")
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One image and its mask; ``type`` is the sub-folder name, ``name`` the shared stem."""
+
+    image: Path
+    mask: Path
+    type: str
+    name: str
+
+
+def _listing(paths: list[str]) -> str:
+    shown = "\n  ".join(paths[:MAX_LISTED])
+    more = f"\n  ... and {len(paths) - MAX_LISTED} more" if len(paths) > MAX_LISTED else ""
+    return f"\n  {shown}{more}"
+
+
+def _type_folders(folder: Path, raw: Path) -> dict[str, Path]:
+    """Sub-folders of ``Images`` or ``Masks``; loose files there are an error."""
+    folders, loose = {}, []
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir():
+            folders[entry.name] = entry
+        else:
+            loose.append(str(entry.relative_to(raw)))
+    if loose:
+        raise DataError(f"Files directly in {folder}: move them into type sub-folders "
+                        f"({folder.name}/1 .. {folder.name}/4):" + _listing(loose))
+    return folders
+
+
+def _files_by_stem(folder: Path, raw: Path) -> dict[str, Path]:
+    files: dict[str, Path] = {}
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith(".") or entry.is_dir():
+            continue
+        if entry.suffix.lower() not in IMAGE_SUFFIXES:
+            raise DataError(f"Unsupported file {entry}: the course reads PNG and JPEG only. "
+                            "Convert it to PNG, or move it out of the dataset folder.")
+        if entry.stem in files:
+            raise DataError(f"Two files named {entry.stem!r} in {folder.relative_to(raw)}: "
+                            f"{files[entry.stem].name} and {entry.name}. Keep one of them.")
+        files[entry.stem] = entry
+    return files
+
+
+def find_pairs(raw: str | os.PathLike) -> list[Pair]:
+    """All image/mask pairs under ``raw`` (``Images/<type>/`` and ``Masks/<type>/``), sorted.
+
+    Raises :class:`DataError` for a missing or empty root, unsupported files, and images
+    without a mask or masks without an image (all of them listed).
+    """
+    raw = Path(raw)
+    if not raw.is_dir():
+        raise DataError(f"Data root {raw} does not exist. {LAYOUT_HELP}")
+    images_dir, masks_dir = raw / "Images", raw / "Masks"
+    missing = [d.name for d in (images_dir, masks_dir) if not d.is_dir()]
+    if missing:
+        raise DataError(f"Data root {raw} has no {' and no '.join(missing)} folder. {LAYOUT_HELP}")
+    image_types = _type_folders(images_dir, raw)
+    mask_types = _type_folders(masks_dir, raw)
+    pairs, lonely_images, lonely_masks = [], [], []
+    for kind in sorted(set(image_types) | set(mask_types), key=_type_order):
+        images = _files_by_stem(image_types[kind], raw) if kind in image_types else {}
+        masks = _files_by_stem(mask_types[kind], raw) if kind in mask_types else {}
+        lonely_images += [str(images[s].relative_to(raw)) for s in sorted(set(images) - set(masks))]
+        lonely_masks += [str(masks[s].relative_to(raw)) for s in sorted(set(masks) - set(images))]
+        pairs += [Pair(images[s], masks[s], kind, s) for s in sorted(set(images) & set(masks))]
+    problems = []
+    if lonely_images:
+        problems.append(f"{len(lonely_images)} image(s) without a mask of the same name:"
+                        + _listing(lonely_images))
+    if lonely_masks:
+        problems.append(f"{len(lonely_masks)} mask(s) without an image of the same name:"
+                        + _listing(lonely_masks))
+    if problems:
+        raise DataError(f"Unmatched files in {raw}: add the missing partner (Images/<type>/x.png "
+                        "needs Masks/<type>/x.png or .jpg) or remove the file.\n"
+                        + "\n".join(problems))
+    if not pairs:
+        raise DataError(f"No images found under {raw}. {LAYOUT_HELP}")
+    return pairs
+
+
+def _type_order(kind: str) -> tuple[int, int | str]:
+    return (0, int(kind)) if kind.isdigit() else (1, kind)
+
+
+def split_pairs(pairs: list[Pair], valid_fraction: float = 0.2,
+                seed: int = 0) -> tuple[list[Pair], list[Pair]]:
+    """Split into ``(train, valid)``, stratified by type: each type contributes
+    ``round(n * valid_fraction)`` (at least one) images to valid and the rest to train.
+
+    A type whose train or valid share comes out empty raises :class:`DataError`.
+    """
+    if not 0.0 < valid_fraction < 1.0:
+        raise ValueError(f"valid_fraction must be between 0 and 1, got {valid_fraction}")
+    rng = np.random.default_rng(seed)
+    by_type: dict[str, list[Pair]] = {}
+    for pair in pairs:
+        by_type.setdefault(pair.type, []).append(pair)
+    train, valid = [], []
+    for kind in sorted(by_type, key=_type_order):
+        members = sorted(by_type[kind], key=lambda p: p.name)
+        n_valid = max(1, round(len(members) * valid_fraction))
+        if n_valid >= len(members):
+            folder = members[0].image.parent
+            raise DataError(
+                f"Type {kind!r} ({folder}) has only {len(members)} image(s): the train split "
+                f"of that type would be empty. Add images to {folder} (at least 2 per type), "
+                "remove the folder, or use more synthetic images (the profile's num_images).")
+        order = rng.permutation(len(members))
+        chosen = set(order[:n_valid].tolist())
+        for i, pair in enumerate(members):
+            (valid if i in chosen else train).append(pair)
+    return train, valid
+
+
+def _fingerprint(pairs: list[Pair], raw: Path) -> str:
+    """Cheap identity of the inputs: relative paths, sizes and modification times."""
+    digest = hashlib.sha256()
+    for pair in pairs:
+        for path in (pair.image, pair.mask):
+            stat = path.stat()
+            digest.update(f"{path.relative_to(raw).as_posix()}|{stat.st_size}|{stat.st_mtime_ns}\n"
+                          .encode())
+    return digest.hexdigest()
+
+
+def _settings(pairs: list[Pair], raw: Path, seed: int, valid_fraction: float) -> dict:
+    return {"version": PREPARATION_VERSION, "seed": seed, "valid_fraction": valid_fraction,
+            "fingerprint": _fingerprint(pairs, raw)}
+
+
+def _is_prepared(prepared: Path, settings: dict) -> bool:
+    try:
+        found = json.loads((prepared / MANIFEST_NAME).read_text())
+    except (OSError, ValueError):
+        return False
+    return {k: found.get(k) for k in settings} == settings
+
+
+def _convert(pairs: list[Pair], raw: Path, staging: Path, progress: bool) -> list[dict]:
+    """Write every pair as npy under ``staging/npy``; all problems are gathered, then raised."""
+    rows, problems = [], []
+    for pair in tqdm(pairs, desc="Converting to npy", unit="pair", disable=not progress):
+        try:
+            image = read_rgb(pair.image)
+            mask = read_binary_mask(pair.mask)
+        except DataError as error:
+            problems.append(str(error))
+            continue
+        if image.shape[:2] != mask.shape:
+            problems.append(
+                f"Size mismatch: image {pair.image} is {image.shape[1]}x{image.shape[0]} but "
+                f"mask {pair.mask} is {mask.shape[1]}x{mask.shape[0]} (width x height). "
+                "Re-export the mask at the image's size, or remove the pair.")
+            continue
+        npy_image = Path("npy", "images", pair.type, f"{pair.name}.npy")
+        npy_mask = Path("npy", "masks", pair.type, f"{pair.name}.npy")
+        for relative, array in ((npy_image, image), (npy_mask, mask[:, :, None])):
+            (staging / relative).parent.mkdir(parents=True, exist_ok=True)
+            np.save(staging / relative, np.ascontiguousarray(array))
+        rows.append({"image": pair.image.relative_to(raw).as_posix(),
+                     "mask": pair.mask.relative_to(raw).as_posix(),
+                     "type": pair.type, "npy_image": npy_image.as_posix(),
+                     "npy_mask": npy_mask.as_posix()})
+    if problems:
+        raise DataError(f"{len(problems)} problem(s) in {raw}; nothing was written:\n"
+                        + "\n".join(problems[:MAX_LISTED])
+                        + (f"\n... and {len(problems) - MAX_LISTED} more" if len(problems)
+                           > MAX_LISTED else ""))
+    return rows
+
+
+def prepare_dataset(raw: str | os.PathLike, prepared: str | os.PathLike, *, seed: int = 0,
+                    valid_fraction: float = 0.2, progress: bool = True,
+                    force: bool = False) -> Path:
+    """Validate ``raw``, split it and write CSVs and npy files to ``prepared``.
+
+    Skipped when ``prepared`` already holds the result for the same inputs and settings
+    (unless ``force``). Returns ``prepared``.
+    """
+    raw, prepared = Path(raw), Path(prepared)
+    pairs = find_pairs(raw)
+    settings = _settings(pairs, raw, seed, valid_fraction)
+    if not force and _is_prepared(prepared, settings):
+        return prepared
+    with folder_lock(prepared):
+        if not force and _is_prepared(prepared, settings):
+            return prepared
+        train, valid = split_pairs(pairs, valid_fraction, seed)
+        split_of = {pair.image: split for split, members in (("train", train), ("valid", valid))
+                    for pair in members}
+        with staged_folder(prepared) as staging:
+            rows = _convert(pairs, raw, staging, progress)
+            (staging / "csv_file").mkdir()
+            table = pd.DataFrame(rows, columns=COLUMNS)
+            table["split"] = [split_of[raw / image] for image in table["image"]]
+            for split in SPLITS:
+                part = table[table["split"] == split][COLUMNS]
+                part.to_csv(staging / "csv_file" / f"{split}.csv", index=False, lineterminator="\n")
+            counts = {split: {str(k): int(v) for k, v in
+                              table[table["split"] == split]["type"].value_counts(sort=False).items()}
+                      for split in SPLITS}
+            manifest = {**settings, "raw": str(raw), "counts": counts}
+            (staging / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")
+    return prepared
+
+
+def ensure_prepared(profile: Profile, data_root: str | os.PathLike | None = None, *,
+                    seed: int = 0, valid_fraction: float = 0.2,
+                    progress: bool = True) -> DataLocation:
+    """The prepared dataset for ``profile``: a real set at ``data_root`` (or
+    ``NAILSEG_DATA_ROOT``), else the synthetic set of ``profile.num_images`` images,
+    generated if needed. Idempotent: a second call with unchanged inputs changes nothing.
+    """
+    location = data_location(profile.num_images, data_root)
+    if location.synthetic:
+        ensure_synthetic_dataset(location.raw, profile.num_images, seed=seed, progress=progress)
+    prepare_dataset(location.raw, location.prepared, seed=seed, valid_fraction=valid_fraction,
+                    progress=progress)
+    return location
+
+
+def read_split(location: DataLocation, split: str) -> pd.DataFrame:
+    """``train`` or ``valid`` as a DataFrame (``image``, ``mask``, ``type``, ``npy_image``,
+    ``npy_mask``), every path absolute (str)."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    csv = location.train_csv if split == "train" else location.valid_csv
+    if not csv.is_file():
+        raise DataError(f"{csv} does not exist: prepare the data first with "
+                        "nailseg_common.preparation.ensure_prepared(profile) or `make data`.")
+    table = pd.read_csv(csv, dtype={"type": str})
+    for column in ("image", "mask"):
+        table[column] = [str(location.raw / p) for p in table[column]]
+    for column in ("npy_image", "npy_mask"):
+        table[column] = [str(location.prepared / p) for p in table[column]]
+    table["type"] = [int(t) if t.isdigit() else t for t in table["type"]]
+    return table
+
+
+def dataset_table(location: DataLocation) -> pd.DataFrame:
+    """Both splits in one table with ``split``, ``height``, ``width`` and ``nail_fraction``
+    (share of nail pixels), read from the npy files."""
+    parts = []
+    for split in SPLITS:
+        table = read_split(location, split)
+        table["split"] = split
+        parts.append(table)
+    table = pd.concat(parts, ignore_index=True)
+    masks = [np.load(path, mmap_mode="r") for path in table["npy_mask"]]
+    table["height"] = [m.shape[0] for m in masks]
+    table["width"] = [m.shape[1] for m in masks]
+    table["nail_fraction"] = [float(np.count_nonzero(m)) / m.size for m in masks]
+    return table
+
+
+def summary(location: DataLocation) -> str:
+    """Counts per type and split, as text."""
+    table = dataset_table(location)
+    counts = table.pivot_table(index="type", columns="split", values="image", aggfunc="count",
+                               fill_value=0)
+    kind = "synthetic" if location.synthetic else "real"
+    return (f"{kind} dataset: {location.raw}\nprepared: {location.prepared}\n"
+            f"{len(table)} pairs, sizes {table['width'].min()}..{table['width'].max()} x "
+            f"{table['height'].min()}..{table['height'].max()} px\n{counts.to_string()}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m nailseg_common.preparation``: generate (if needed) and prepare a dataset."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default="", help="smoke, cpu or gpu (default: "
+                        "$NAILSEG_PROFILE, else chosen from the hardware)")
+    parser.add_argument("--data-root", default="", help="a real dataset (Images/1..4, "
+                        "Masks/1..4); default: $NAILSEG_DATA_ROOT, else the synthetic set")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    try:
+        location = ensure_prepared(select_profile(args.profile), args.data_root, seed=args.seed)
+    except DataError as error:
+        raise SystemExit(f"error: {error}") from None
+    print(summary(location))
+
+
+if __name__ == "__main__":
+    main()

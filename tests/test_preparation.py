@@ -1,0 +1,348 @@
+"""Data preparation: pairs, validation, split, CSVs, npy, and every bad input."""
+
+import dataclasses
+import io
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from nailseg_common import synthetic
+from nailseg_common.images import MASK_THRESHOLD, DataError, read_binary_mask, read_rgb
+from nailseg_common.paths import DataLocation
+from nailseg_common.preparation import (
+    COLUMNS,
+    ensure_prepared,
+    find_pairs,
+    main,
+    prepare_dataset,
+    read_split,
+    split_pairs,
+)
+from nailseg_common.profiles import select_profile
+
+H, W = 10, 12
+
+
+def _image(seed, mode="RGB", size=(W, H)):
+    rng = np.random.default_rng(seed)
+    channels = {"RGB": 3, "RGBA": 4, "L": 1}[mode]
+    pixels = rng.integers(0, 256, (size[1], size[0], channels), dtype=np.uint8)
+    return Image.fromarray(pixels.squeeze(axis=2) if channels == 1 else pixels, mode)
+
+
+def _mask(seed, size=(W, H)):
+    mask = np.zeros((size[1], size[0]), np.uint8)
+    mask[2:6, 1 + seed % 5: 6 + seed % 5] = 255
+    return Image.fromarray(mask)
+
+
+def write_pair(root, kind, name, image=None, mask=None, image_suffix=".png", mask_suffix=".png"):
+    seed = sum(map(ord, f"{kind}{name}"))
+    (root / "Images" / str(kind)).mkdir(parents=True, exist_ok=True)
+    (root / "Masks" / str(kind)).mkdir(parents=True, exist_ok=True)
+    image_path = root / "Images" / str(kind) / f"{name}{image_suffix}"
+    mask_path = root / "Masks" / str(kind) / f"{name}{mask_suffix}"
+    (image if image is not None else _image(seed)).save(image_path)
+    (mask if mask is not None else _mask(seed)).save(mask_path)
+    return image_path, mask_path
+
+
+@pytest.fixture
+def dataset(tmp_path):
+    """Four types of five tiny pairs each."""
+    root = tmp_path / "raw"
+    for kind in (1, 2, 3, 4):
+        for i in range(5):
+            write_pair(root, kind, f"img{i}")
+    return root
+
+
+def _prepare(raw, tmp_path, **kwargs):
+    return prepare_dataset(raw, tmp_path / "prepared", progress=False, **kwargs)
+
+
+def _location(raw, tmp_path):
+    return DataLocation(raw=raw, prepared=tmp_path / "prepared", synthetic=False)
+
+
+def _leftovers(folder):
+    return [p.name for p in folder.iterdir() if ".tmp-" in p.name or ".old-" in p.name]
+
+
+# --- the happy path -------------------------------------------------------------------------
+
+def test_csvs_and_npy_follow_the_contract(dataset, tmp_path):
+    _prepare(dataset, tmp_path)
+    location = _location(dataset, tmp_path)
+    train = pd.read_csv(location.train_csv)
+    assert list(train.columns) == COLUMNS
+    assert train["image"].str.match(r"Images/\d/img\d\.png$").all()
+    assert (train["mask"] == train["image"].str.replace("Images/", "Masks/")).all()
+    assert train["npy_image"].str.match(r"npy/images/\d/img\d\.npy$").all()
+    for split in ("train", "valid"):
+        table = read_split(location, split)
+        assert list(table.columns) == COLUMNS
+        for _, row in table.iterrows():
+            image, mask = np.load(row["npy_image"]), np.load(row["npy_mask"])
+            assert image.shape == (H, W, 3) and image.dtype == np.uint8
+            assert mask.shape == (H, W, 1) and mask.dtype == np.uint8
+            assert set(np.unique(mask)) == {0, 1}
+            np.testing.assert_array_equal(image, np.asarray(Image.open(row["image"])))
+            np.testing.assert_array_equal(mask[:, :, 0], np.asarray(Image.open(row["mask"])) // 255)
+
+
+def test_no_leakage_and_every_pair_used_once(dataset, tmp_path):
+    _prepare(dataset, tmp_path)
+    location = _location(dataset, tmp_path)
+    train, valid = read_split(location, "train"), read_split(location, "valid")
+    assert not set(train["image"]) & set(valid["image"])
+    assert not set(train["npy_image"]) & set(valid["npy_image"])
+    assert len(train) + len(valid) == 20
+
+
+def test_split_is_stratified_by_type_and_seeded(dataset):
+    pairs = find_pairs(dataset)
+    train, valid = split_pairs(pairs, valid_fraction=0.2, seed=0)
+    assert sorted(p.type for p in valid) == ["1", "2", "3", "4"]
+    assert sorted(p.type for p in train) == sorted(["1", "2", "3", "4"] * 4)
+    assert split_pairs(pairs, 0.2, seed=0) == (train, valid)
+    other_seeds = [split_pairs(pairs, 0.2, seed=s)[1] for s in range(1, 6)]
+    assert any(v != valid for v in other_seeds)
+    _, bigger = split_pairs(pairs, valid_fraction=0.4, seed=0)
+    assert sorted(p.type for p in bigger) == sorted(["1", "2", "3", "4"] * 2)
+
+
+def test_second_run_is_skipped_and_forced_rerun_is_byte_identical(dataset, tmp_path):
+    prepared = _prepare(dataset, tmp_path)
+    files = sorted(p for p in prepared.rglob("*") if p.is_file())
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in files}
+    _prepare(dataset, tmp_path)
+    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in files} == before  # untouched
+    _prepare(dataset, tmp_path, force=True)
+    assert sorted(p for p in prepared.rglob("*") if p.is_file()) == files
+    assert {p: p.read_bytes() for p in files} == {p: b for p, (b, _) in before.items()}
+    assert _leftovers(tmp_path) == []
+
+
+def test_changed_inputs_are_prepared_again(dataset, tmp_path):
+    _prepare(dataset, tmp_path)
+    write_pair(dataset, 1, "added")
+    _prepare(dataset, tmp_path)
+    location = _location(dataset, tmp_path)
+    both = pd.concat([read_split(location, "train"), read_split(location, "valid")])
+    assert str(dataset / "Images" / "1" / "added.png") in set(both["image"])
+
+
+def test_ensure_prepared_generates_the_synthetic_set_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("NAILSEG_DATA_DIR", str(tmp_path))
+    monkeypatch.delenv("NAILSEG_DATA_ROOT", raising=False)
+    profile = dataclasses.replace(select_profile("smoke"), num_images=8)
+    location = ensure_prepared(profile, "", progress=False)
+    assert location.synthetic and location.raw == tmp_path / "synthetic-8"
+    assert len(read_split(location, "train")) == 4 and len(read_split(location, "valid")) == 4
+    csv_time = location.train_csv.stat().st_mtime_ns
+
+    def fail(*args, **kwargs):
+        raise AssertionError("regenerated")
+    monkeypatch.setattr(synthetic, "_generate", fail)
+    assert ensure_prepared(profile, None, progress=False) == location
+    assert location.train_csv.stat().st_mtime_ns == csv_time
+
+
+def test_ensure_prepared_uses_a_real_data_root(dataset, tmp_path, monkeypatch):
+    monkeypatch.setenv("NAILSEG_DATA_DIR", str(tmp_path / "data"))
+    location = ensure_prepared(select_profile("smoke"), str(dataset), progress=False)
+    assert not location.synthetic and location.raw == dataset
+    assert len(read_split(location, "valid")) == 4
+
+
+def test_command_line_prints_a_summary(dataset, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("NAILSEG_DATA_DIR", str(tmp_path / "data"))
+    main(["--profile", "smoke", "--data-root", str(dataset)])
+    out = capsys.readouterr().out
+    assert "real dataset" in out and "20 pairs" in out
+
+
+def test_command_line_reports_bad_data_without_a_traceback(tmp_path, monkeypatch):
+    monkeypatch.setenv("NAILSEG_DATA_DIR", str(tmp_path / "data"))
+    with pytest.raises(SystemExit, match="does not exist"):
+        main(["--profile", "smoke", "--data-root", str(tmp_path / "nowhere")])
+
+
+# --- formats that must be accepted ----------------------------------------------------------
+
+def test_rgba_and_grayscale_images_are_converted(dataset, tmp_path):
+    rgba, gray = _image(1, "RGBA"), _image(2, "L")
+    write_pair(dataset, 1, "rgba", image=rgba)
+    write_pair(dataset, 2, "gray", image=gray)
+    assert read_rgb(dataset / "Images/1/rgba.png").shape == (H, W, 3)
+    _prepare(dataset, tmp_path)
+    prepared = tmp_path / "prepared" / "npy" / "images"
+    np.testing.assert_array_equal(np.load(prepared / "1" / "rgba.npy"), np.asarray(rgba)[:, :, :3])
+    np.testing.assert_array_equal(np.load(prepared / "2" / "gray.npy"),
+                                  np.repeat(np.asarray(gray)[:, :, None], 3, axis=2))
+
+
+def test_jpeg_images_and_masks_are_accepted(dataset, tmp_path):
+    write_pair(dataset, 3, "photo", image_suffix=".jpg", mask_suffix=".jpeg")
+    _prepare(dataset, tmp_path)
+    location = _location(dataset, tmp_path)
+    both = pd.concat([read_split(location, "train"), read_split(location, "valid")])
+    row = both[both["image"].str.endswith("photo.jpg")].iloc[0]
+    assert row["mask"].endswith("Masks/3/photo.jpeg")
+    assert set(np.unique(np.load(row["npy_mask"]))) == {0, 1}
+
+
+def _saved(pixels, fmt="PNG", mode=None):
+    buffer = io.BytesIO()
+    Image.fromarray(pixels, mode).save(buffer, format=fmt, **({"quality": 70} if fmt == "JPEG"
+                                                               else {}))
+    buffer.seek(0)
+    return buffer
+
+
+TRUTH = np.zeros((16, 16), np.uint8)
+TRUTH[4:12, 3:10] = 1
+
+
+@pytest.mark.parametrize("name,encoded", [
+    ("0/255", lambda: _saved(TRUTH * 255)),
+    ("0/1", lambda: _saved(TRUTH)),
+    ("3-channel", lambda: _saved(np.repeat(TRUTH[:, :, None] * 255, 3, axis=2))),
+    ("coloured", lambda: _saved(np.dstack([TRUTH * 200, TRUTH * 0, TRUTH * 0]))),
+    ("jpeg", lambda: _saved(TRUTH * 255, "JPEG")),
+    ("rgba", lambda: _saved(np.dstack([TRUTH * 255] * 3 + [np.full_like(TRUTH, 255)]))),
+])
+def test_masks_are_binarized(name, encoded):
+    np.testing.assert_array_equal(read_binary_mask(encoded()), TRUTH)
+
+
+def test_palette_bilevel_and_16_bit_files_are_read():
+    palette = Image.fromarray(TRUTH, "P")
+    palette.putpalette([0, 0, 0, 255, 255, 255])
+    bilevel = Image.fromarray(TRUTH * 255).convert("1")
+    for mask in (palette, bilevel):
+        buffer = io.BytesIO()
+        mask.save(buffer, format="PNG")
+        buffer.seek(0)
+        np.testing.assert_array_equal(read_binary_mask(buffer), TRUTH)
+    deep = Image.fromarray((TRUTH.astype(np.uint16) * 65535), "I;16")
+    buffer = io.BytesIO()
+    deep.save(buffer, format="PNG")
+    buffer.seek(0)
+    np.testing.assert_array_equal(read_rgb(buffer), np.repeat(TRUTH[:, :, None] * 255, 3, axis=2))
+
+
+def test_antialiased_masks_are_binarized_at_the_documented_threshold():
+    mask = np.array([[0, 40, MASK_THRESHOLD - 1, MASK_THRESHOLD, 200, 255]], np.uint8)
+    np.testing.assert_array_equal(read_binary_mask(_saved(mask)), [[0, 0, 0, 1, 1, 1]])
+
+
+# --- bad input: each error names the file and the fix ---------------------------------------
+
+def test_missing_data_root(tmp_path):
+    missing = tmp_path / "no-such-folder"
+    with pytest.raises(DataError, match=re.escape(str(missing))) as error:
+        _prepare(missing, tmp_path)
+    assert "make data" in str(error.value) and "Images/" in str(error.value)
+
+
+def test_empty_data_root(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(DataError, match=re.escape(str(empty))) as error:
+        _prepare(empty, tmp_path)
+    assert "generate_synthetic_dataset" in str(error.value)
+
+
+def test_data_root_with_empty_type_folders(tmp_path):
+    root = tmp_path / "raw"
+    (root / "Images" / "1").mkdir(parents=True)
+    (root / "Masks" / "1").mkdir(parents=True)
+    with pytest.raises(DataError, match="No images found under .*raw") as error:
+        _prepare(root, tmp_path)
+    assert "make data" in str(error.value)
+
+
+def test_images_without_masks_and_masks_without_images_are_listed(dataset, tmp_path):
+    (dataset / "Masks" / "2" / "img3.png").unlink()
+    (dataset / "Masks" / "4" / "img1.png").unlink()
+    _mask(0).save(dataset / "Masks" / "3" / "orphan.png")
+    with pytest.raises(DataError) as error:
+        _prepare(dataset, tmp_path)
+    message = str(error.value)
+    assert "Images/2/img3.png" in message and "Images/4/img1.png" in message
+    assert "Masks/3/orphan.png" in message
+    assert "2 image(s) without a mask" in message and "1 mask(s) without an image" in message
+    assert not (tmp_path / "prepared").exists()
+
+
+@pytest.mark.parametrize("which", ["Images", "Masks"])
+@pytest.mark.parametrize("content", [b"not a png at all", "truncated"])
+def test_corrupt_files_are_named_and_nothing_is_written(dataset, tmp_path, which, content):
+    path = dataset / which / "3" / "img2.png"
+    if content == "truncated":
+        content = path.read_bytes()[:60]
+    path.write_bytes(content)
+    with pytest.raises(DataError, match=re.escape(str(path))) as error:
+        _prepare(dataset, tmp_path)
+    assert "corrupt" in str(error.value) and "Re-export" in str(error.value)
+    assert not (tmp_path / "prepared").exists() and _leftovers(tmp_path) == []
+
+
+def test_corrupt_file_keeps_the_previous_preparation(dataset, tmp_path):
+    prepared = _prepare(dataset, tmp_path)
+    before = prepared.joinpath("csv_file", "train.csv").read_bytes()
+    (dataset / "Images" / "1" / "img0.png").write_bytes(b"garbage")
+    with pytest.raises(DataError, match="img0.png"):
+        _prepare(dataset, tmp_path)
+    assert prepared.joinpath("csv_file", "train.csv").read_bytes() == before
+    assert _leftovers(tmp_path) == []
+
+
+def test_image_and_mask_sizes_differ(dataset, tmp_path):
+    image, mask = write_pair(dataset, 2, "odd", mask=_mask(0, size=(W + 3, H)))
+    with pytest.raises(DataError, match="Size mismatch") as error:
+        _prepare(dataset, tmp_path)
+    assert str(image) in str(error.value) and str(mask) in str(error.value)
+    assert f"{W}x{H}" in str(error.value) and f"{W + 3}x{H}" in str(error.value)
+
+
+def test_a_split_that_comes_out_empty(tmp_path):
+    root = tmp_path / "raw"
+    for i in range(5):
+        write_pair(root, 1, f"img{i}")
+    write_pair(root, 2, "lonely")
+    with pytest.raises(DataError, match=r"Type '2' .*Images/2.*only 1 image") as error:
+        _prepare(root, tmp_path)
+    assert "at least 2 per type" in str(error.value)
+
+
+def test_unsupported_and_misplaced_files_are_named(dataset, tmp_path):
+    bmp = dataset / "Images" / "1" / "scan.bmp"
+    _image(0).save(bmp)
+    with pytest.raises(DataError, match=re.escape(str(bmp))):
+        _prepare(dataset, tmp_path)
+    bmp.unlink()
+    loose = dataset / "Masks" / "loose.png"
+    _mask(0).save(loose)
+    with pytest.raises(DataError, match="Masks/loose.png") as error:
+        _prepare(dataset, tmp_path)
+    assert "type sub-folders" in str(error.value)
+
+
+def test_two_files_with_the_same_name(dataset, tmp_path):
+    _image(0).save(dataset / "Images" / "1" / "img0.jpg")
+    with pytest.raises(DataError, match=r"Images/1: img0.jpg and img0.png"):
+        _prepare(dataset, tmp_path)
+
+
+def test_read_split_before_preparation_says_how_to_prepare(tmp_path):
+    location = _location(tmp_path / "raw", tmp_path)
+    with pytest.raises(DataError, match="train.csv does not exist.*make data"):
+        read_split(location, "train")
+    with pytest.raises(ValueError, match="split must be one of"):
+        read_split(location, "test")

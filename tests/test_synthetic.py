@@ -1,0 +1,135 @@
+"""The synthetic nail dataset: reproducible, in the real layout, atomic."""
+
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from nailseg_common import synthetic
+from nailseg_common.synthetic import (
+    MANIFEST_NAME,
+    MAX_SIDE,
+    MIN_SIDE,
+    TYPES,
+    ensure_synthetic_dataset,
+    generate_synthetic_dataset,
+    is_complete,
+    synthetic_sample,
+)
+
+
+def _files(root):
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def small_set(tmp_path_factory):
+    return generate_synthetic_dataset(tmp_path_factory.mktemp("synthetic") / "set", 8, seed=3,
+                                      progress=False)
+
+
+def test_same_seed_gives_the_same_bytes(small_set, tmp_path):
+    again = generate_synthetic_dataset(tmp_path / "again", 8, seed=3, progress=False)
+    assert _files(again) == _files(small_set)
+
+
+def test_another_seed_gives_other_images(small_set, tmp_path):
+    other = generate_synthetic_dataset(tmp_path / "other", 8, seed=4, progress=False)
+    assert _files(other).keys() == _files(small_set).keys()
+    first = "Images/1/00000.png"
+    assert _files(other)[first] != _files(small_set)[first]
+
+
+def test_layout_matches_the_real_dataset(small_set):
+    for kind in TYPES:
+        images = sorted(p.name for p in (small_set / "Images" / str(kind)).iterdir())
+        masks = sorted(p.name for p in (small_set / "Masks" / str(kind)).iterdir())
+        assert images == masks and len(images) == 2
+        assert all(name.endswith(".png") for name in images)
+
+
+def test_images_are_rgb_and_masks_binary_non_empty(small_set):
+    for image_path in sorted((small_set / "Images").rglob("*.png")):
+        image = Image.open(image_path)
+        mask = np.asarray(Image.open(small_set / "Masks" / image_path.relative_to(
+            small_set / "Images")))
+        assert image.mode == "RGB"
+        assert MIN_SIDE <= min(image.size) and max(image.size) <= MAX_SIDE
+        assert mask.shape == (image.size[1], image.size[0])
+        assert set(np.unique(mask)) == {0, 255}
+
+
+def test_sizes_and_aspect_ratios_vary():
+    shapes = {synthetic_sample(0, i)[1].shape[:2] for i in range(8)}
+    assert len(shapes) == 8
+    assert len({h > w for h, w in shapes}) == 2  # portrait and landscape
+
+
+def test_types_differ_in_scale():
+    def nail_fraction(kind):
+        return np.mean([synthetic_sample(1, i)[2].mean() for i in range(kind - 1, 40, 4)])
+    assert nail_fraction(1) > 3 * nail_fraction(3)
+
+
+def test_no_single_threshold_finds_the_nails():
+    """The best threshold on any one channel (R, G, B or gray), either direction, misses."""
+    samples = [synthetic_sample(0, i) for i in range(8)]
+    pixels = np.concatenate([s[1].reshape(-1, 3) for s in samples]).astype(np.int64)
+    nail = np.concatenate([s[2].reshape(-1) for s in samples]).astype(bool)
+    best = 0.0
+    for values in (*pixels.T, pixels.mean(axis=1).astype(np.int64)):
+        in_nail = np.bincount(values[nail], minlength=256)
+        in_rest = np.bincount(values[~nail], minlength=256)
+        for counts_nail, counts_rest in ((in_nail, in_rest), (in_nail[::-1], in_rest[::-1])):
+            hit = np.cumsum(counts_nail[::-1])  # predicted nail = value >= threshold
+            false = np.cumsum(counts_rest[::-1])
+            best = max(best, float(np.max(hit / (nail.sum() + false))))
+    assert best < 0.3
+
+
+def test_manifest_marks_a_complete_set(small_set):
+    manifest = json.loads((small_set / MANIFEST_NAME).read_text())
+    assert manifest["seed"] == 3 and manifest["num_images"] == 8
+    assert is_complete(small_set, 8, seed=3)
+    assert not is_complete(small_set, 8, seed=0)
+    assert not is_complete(small_set, 9, seed=3)
+
+
+def test_ensure_skips_a_complete_set(small_set, monkeypatch):
+    def fail(*args, **kwargs):
+        raise AssertionError("regenerated a complete set")
+    monkeypatch.setattr(synthetic, "_generate", fail)
+    assert ensure_synthetic_dataset(small_set, 8, seed=3, progress=False) == small_set
+
+
+def test_ensure_replaces_a_half_written_set(tmp_path):
+    root = tmp_path / "set"
+    (root / "Images" / "1").mkdir(parents=True)
+    (root / "Images" / "1" / "stale.png").write_bytes(b"half")
+    ensure_synthetic_dataset(root, 4, progress=False)
+    assert is_complete(root, 4)
+    assert not (root / "Images" / "1" / "stale.png").exists()
+    assert len(list((root / "Images").rglob("*.png"))) == 4
+
+
+def test_interrupted_generation_leaves_nothing(tmp_path, monkeypatch):
+    calls = []
+
+    def broken(seed, index):
+        calls.append(index)
+        if index == 2:
+            raise KeyboardInterrupt
+        return synthetic_sample(seed, index)
+
+    monkeypatch.setattr(synthetic, "synthetic_sample", broken)
+    with pytest.raises(KeyboardInterrupt):
+        generate_synthetic_dataset(tmp_path / "set", 6, progress=False)
+    assert calls == [0, 1, 2]
+    assert [p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")] == []
+
+
+def test_at_least_one_image_is_required(tmp_path):
+    with pytest.raises(ValueError, match="at least 1"):
+        generate_synthetic_dataset(tmp_path / "set", 0)
