@@ -18,14 +18,9 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from pathlib import Path
 
 import numpy as np
-
-# tqdm.auto (imported by Lightning) warns in notebooks without ipywidgets; nothing to act on.
-warnings.filterwarnings("ignore", message=r"IProgress not found")
-
 import pytorch_lightning as pl
 import torch
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler

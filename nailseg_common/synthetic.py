@@ -32,7 +32,7 @@ from tqdm import tqdm
 
 from .atomic import folder_lock, staged_folder
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 MANIFEST_NAME = "manifest.json"
 TYPES = (1, 2, 3, 4)
 TYPE_DESCRIPTIONS = {
@@ -383,7 +383,7 @@ def _finish(rng: np.random.Generator, canvas: np.ndarray, kind: int) -> np.ndarr
 def _attempt(rng: np.random.Generator, kind: int) -> tuple[np.ndarray, np.ndarray]:
     h, w = _image_size(rng, kind)
     shortest, big = min(h, w), float(math.hypot(h, w))
-    clutter = int(rng.integers(*{1: (0, 4), 2: (1, 8), 3: (3, 12), 4: (15, 35)}[kind]))
+    clutter = int(rng.integers(*{1: (0, 4), 2: (1, 8), 3: (3, 12), 4: (8, 20)}[kind]))
     canvas = _background(rng, h, w, clutter)
     mask = np.zeros((h, w), np.uint8)
     light = _Light(rng.uniform(0, 2 * math.pi), rng.uniform(0.1, 0.45))
@@ -393,7 +393,7 @@ def _attempt(rng: np.random.Generator, kind: int) -> tuple[np.ndarray, np.ndarra
         tip = (rng.uniform(0, w), rng.uniform(0, h))
         _draw_finger(canvas, None, rng, tip, rng.uniform(0, 2 * math.pi), r, big,
                      _pick(rng, SKIN_TONES), light, None)
-    beads = int(rng.integers(3, 9)) if kind == 4 else int(rng.integers(0, 3))
+    beads = int(rng.integers(1, 4)) if kind == 4 else int(rng.random() < 0.2)
     for _ in range(beads):
         _draw_bead(canvas, rng, shortest * rng.uniform(0.02, 0.08))
     skin = _pick(rng, SKIN_TONES, 10.0)
@@ -406,17 +406,17 @@ def _attempt(rng: np.random.Generator, kind: int) -> tuple[np.ndarray, np.ndarra
     elif kind == 2:
         tip = (w * rng.uniform(0.3, 0.7), h * rng.uniform(0.25, 0.75))
         _draw_hand(canvas, mask, rng, tip, rng.uniform(0, 2 * math.pi),
-                   shortest * rng.uniform(0.035, 0.05), skin, light, style)
+                   shortest * rng.uniform(0.05, 0.07), skin, light, style)
     elif kind == 3:
-        for _ in range(int(rng.integers(1, 4))):
-            tip = (w * rng.uniform(0.15, 0.85), h * rng.uniform(0.15, 0.85))
+        for _ in range(int(rng.integers(1, 3))):
+            tip = (w * rng.uniform(0.2, 0.8), h * rng.uniform(0.2, 0.8))
             _draw_hand(canvas, mask, rng, tip, rng.uniform(0, 2 * math.pi),
-                       max(2.5, shortest * rng.uniform(0.012, 0.022)), skin, light, style)
+                       shortest * rng.uniform(0.028, 0.04), skin, light, style)
     else:
         for _ in range(int(rng.integers(1, 4))):
             tip = (w * rng.uniform(0.15, 0.85), h * rng.uniform(0.15, 0.85))
             _draw_finger(canvas, mask, rng, tip, rng.uniform(0, 2 * math.pi),
-                         shortest * rng.uniform(0.05, 0.09), big, skin, light, style)
+                         shortest * rng.uniform(0.07, 0.11), big, skin, light, style)
     return _finish(rng, canvas, kind), mask
 
 

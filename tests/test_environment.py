@@ -49,7 +49,7 @@ def test_environment_yml_installs_the_package_and_agrees_on_python():
     python = next(d for d in deps if isinstance(d, str) and d.startswith("python="))
     major_minor = python.split("=")[1]
     lower, upper = re.findall(r"(\d+\.\d+)", pyproject()["project"]["requires-python"])
-    as_tuple = lambda v: tuple(map(int, v.split(".")))  # noqa: E731
+    as_tuple = lambda v: tuple(map(int, v.split(".")))
     assert as_tuple(lower) <= as_tuple(major_minor) < as_tuple(upper)
 
 

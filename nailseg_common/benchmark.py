@@ -1,0 +1,669 @@
+"""Benchmark harness of notebook 05: input pipelines against the bound, in one run.
+
+For every pipeline (Albumentations on CPU workers at several worker counts, the uint8
+cache + Kornia on the GPU, DALI when it is installed) it measures
+
+* the **loader alone**: batches taken from the loader, moved to the device as Lightning
+  moves them (``non_blocking=True``) and, for Kornia, augmented there; images/s;
+* the **training step**: forward, backward and optimizer step of the same
+  :class:`~nailseg_common.models.LitNailSegmentation`, driven by the course's
+  ``training.make_trainer`` without logger, checkpoints, progress bar or validation;
+  images/s;
+
+and the **bound**: the same ``Trainer.fit`` on a fixed set of batches already on the
+device, half of its windows measured before the pipelines and half after them (their
+ratio, ``drift``, shows whether the GPU's clocks changed during the run). ``train_ratio_to_bound`` is a pipeline's median training rate over the
+bound's median.
+
+Method: a warm-up (cuDNN autotuning, worker start-up, the workers' prefetch buffer
+drained), then ``repeats`` consecutive windows of ``steps`` batches. The device is
+synchronised before each clock reading, so a window holds all the GPU work it queued.
+Each window gives one rate (images it saw / its seconds); results keep every window's
+rate with the median, min/max and quartiles, and the mean GPU utilisation (NVML,
+sampled in a thread; ``None`` without a GPU) and CPU utilisation (all cores, psutil)
+inside the windows.
+
+The loaders come from their modules (:func:`default_pipelines`); this module only
+times, summarises and writes JSON. ``python -m nailseg_common.benchmark --profile gpu
+--out results/benchmark_h100.json`` runs it from the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import datetime
+import gc
+import json
+import logging
+import os
+import platform
+import statistics
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import pytorch_lightning as pl
+import torch
+
+from .environment import library_versions
+from .paths import REPO_ROOT, DataLocation
+from .profiles import Profile
+
+SCHEMA_VERSION = 1
+REFERENCE_RESULTS = REPO_ROOT / "results" / "benchmark_h100.json"
+
+# Albumentations worker counts per profile (capped at the machine's CPU count).
+WORKER_COUNTS = {"smoke": (0,), "cpu": (0, 2), "gpu": (4, 8, 15)}
+BOUND_BATCHES = 8  # distinct batches kept on the device for the bound
+
+
+@dataclass(frozen=True)
+class Target:
+    """A number the course promises for the committed GPU results."""
+
+    pipeline: str
+    metric: str
+    minimum: float
+
+
+TARGETS = (
+    Target("dali", "train_ratio_to_bound", 0.97),
+    Target("dali", "loader_img_s", 5000.0),
+    Target("kornia", "train_ratio_to_bound", 0.90),
+)
+
+
+@dataclass
+class Pipeline:
+    """One input pipeline: how to build its training loader, and its GPU augmentation.
+
+    ``make_loader()`` returns a new training loader: an iterable of batch-contract dicts
+    (called once per pipeline; the loader-alone and the training measurements share it,
+    so a cache or a DALI graph is built once). ``make_augmentation()`` (or ``None``)
+    returns the ``nn.Module`` that runs on the device after the transfer, inside the
+    training step.
+    """
+
+    name: str
+    family: str  # "albumentations", "kornia", "kornia_steps" (notebook 03's steps) or "dali"
+    make_loader: Callable[[], Iterable[dict]]
+    make_augmentation: Callable[[], torch.nn.Module] | None = None
+    num_workers: int | None = None
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def summarize(rates: list[float]) -> dict:
+    """Median, min, max and quartiles of per-window rates (images/s), with the rates."""
+    if not rates:
+        raise ValueError("No timing windows were measured: use repeats >= 1 and steps >= 1.")
+    ordered = sorted(rates)
+    if len(ordered) > 1:
+        q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
+    else:
+        q1 = q3 = ordered[0]
+    return {"img_s": statistics.median(ordered), "img_s_min": ordered[0], "img_s_max": ordered[-1],
+            "img_s_q1": q1, "img_s_q3": q3, "repeats": list(rates)}
+
+
+class _Utilisation:
+    """GPU utilisation (NVML, sampled every ``interval`` s in a thread) and CPU busy time."""
+
+    def __init__(self, device: torch.device, interval: float = 0.1):
+        self.interval = interval
+        self.samples: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = None
+        self._nvml = None
+        if device.type == "cuda":
+            import pynvml
+
+            pynvml.nvmlInit()
+            self._nvml = pynvml
+            self._handle = self._nvml_handle(device)
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
+
+    def _nvml_handle(self, device: torch.device):
+        """NVML's handle of the CUDA device, matched by UUID (NVML ignores CUDA_VISIBLE_DEVICES)."""
+        uuid = str(torch.cuda.get_device_properties(device).uuid)
+        try:
+            return self._nvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+        except self._nvml.NVMLError:  # UUID not understood: same numbering when nothing is hidden
+            return self._nvml.nvmlDeviceGetHandleByIndex(device.index or 0)
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            util = self._nvml.nvmlDeviceGetUtilizationRates(self._handle).gpu
+            self.samples.append((time.perf_counter(), util))
+            self._stop.wait(self.interval)
+
+    def gpu_percent(self, start: float, end: float) -> float | None:
+        """Mean GPU utilisation (%) of the samples taken between ``start`` and ``end``."""
+        if self._nvml is None:
+            return None
+        inside = [u for t, u in list(self.samples) if start <= t <= end]
+        return statistics.fmean(inside) if inside else None
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+            self._nvml.nvmlShutdown()
+
+
+def _cpu_busy_percent(before, after) -> float:
+    """Share (%) of all cores' time spent busy between two ``psutil.cpu_times()``."""
+    idle = (after.idle - before.idle) + (getattr(after, "iowait", 0) - getattr(before, "iowait", 0))
+    total = sum(after) - sum(before)
+    return 100.0 * (1 - idle / total) if total > 0 else 0.0
+
+
+class WindowClock:
+    """Counts batches; after ``warmup`` of them, times ``repeats`` windows of ``steps``.
+
+    Call :meth:`tick` once a batch is done (its work queued on the device). At each
+    window boundary it synchronises the device, then reads ``time.perf_counter``.
+    """
+
+    def __init__(self, device: torch.device, warmup: int, steps: int, repeats: int):
+        if steps < 1 or repeats < 1 or warmup < 0:
+            raise ValueError(f"Need steps >= 1, repeats >= 1, warmup >= 0 (got {steps}, {repeats}, {warmup}).")
+        self.device, self.warmup, self.steps, self.repeats = device, warmup, steps, repeats
+        self.total_batches = warmup + steps * repeats
+        self.batches = 0
+        self.rates: list[float] = []
+        self.gpu_util: list[float] = []
+        self.cpu_util: list[float] = []
+        self._images = 0
+        self._monitor = _Utilisation(device)
+        if warmup == 0:
+            self._open()
+
+    def _now(self) -> float:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter()
+
+    def _open(self) -> None:
+        self._images = 0
+        self._cpu_before = psutil.cpu_times()
+        self._start = self._now()
+
+    def tick(self, images: int) -> None:
+        """One batch of ``images`` images is done."""
+        self.batches += 1
+        if self.batches <= self.warmup:
+            if self.batches == self.warmup:
+                self._open()
+            return
+        self._images += images
+        if (self.batches - self.warmup) % self.steps == 0 and len(self.rates) < self.repeats:
+            end = self._now()
+            self.rates.append(self._images / (end - self._start))
+            self.cpu_util.append(_cpu_busy_percent(self._cpu_before, psutil.cpu_times()))
+            gpu = self._monitor.gpu_percent(self._start, end)
+            if gpu is not None:
+                self.gpu_util.append(gpu)
+            if len(self.rates) < self.repeats:
+                self._open()
+            else:
+                self.close()
+
+    @property
+    def done(self) -> bool:
+        return len(self.rates) == self.repeats
+
+    def close(self) -> None:
+        """Stop the utilisation sampler (also done after the last window)."""
+        self._monitor.close()
+
+    def result(self) -> dict:
+        """:func:`summarize` of the windows, with utilisation (medians over windows)."""
+        if not self.done:
+            raise RuntimeError(f"Only {len(self.rates)} of {self.repeats} timing windows finished "
+                               f"({self.batches} batches seen, {self.total_batches} needed).")
+        return {**summarize(self.rates), "batches_per_repeat": self.steps,
+                "warmup_batches": self.warmup,
+                "gpu_util_pct": statistics.median(self.gpu_util) if self.gpu_util else None,
+                "cpu_util_pct": statistics.median(self.cpu_util)}
+
+
+# --------------------------------------------------------------------------- measurements
+
+
+def _prefetched_batches(loader) -> int:
+    """Batches a ``DataLoader``'s workers hold ready ahead of time (0 for other loaders)."""
+    workers = getattr(loader, "num_workers", 0) or 0
+    return workers * (getattr(loader, "prefetch_factor", None) or 0)
+
+
+def _endless(loader: Iterable[dict]) -> Iterator[dict]:
+    """The loader's batches epoch after epoch (a new iterator each epoch, as in training)."""
+    while True:
+        empty = True
+        for batch in loader:
+            empty = False
+            yield batch
+        if empty:
+            raise RuntimeError(f"The loader {type(loader).__name__} yielded no batch in an epoch.")
+
+
+def _to_device(batch: dict, device: torch.device) -> dict:
+    return {key: value.to(device, non_blocking=device.type == "cuda") for key, value in batch.items()}
+
+
+def measure_loader(loader: Iterable[dict], device: torch.device, warmup: int, steps: int,
+                   repeats: int, augmentation: torch.nn.Module | None = None) -> dict:
+    """Images/s of the loader alone: each batch moved to ``device`` (and augmented there)."""
+    clock = WindowClock(device, warmup + _prefetched_batches(loader), steps, repeats)
+    batches = _endless(loader)
+    try:
+        while not clock.done:
+            batch = _to_device(next(batches), device)
+            if augmentation is not None:
+                batch["image"], batch["label"] = augmentation(batch["image"], batch["label"])
+            clock.tick(batch["image"].shape[0])
+    finally:
+        batches.close()
+        clock.close()
+    return clock.result()
+
+
+class ResidentBatches:
+    """The bound's loader: ``length`` batches per epoch cycled from a set already on the device."""
+
+    def __init__(self, batches: list[dict], length: int):
+        if not batches:
+            raise ValueError("The bound needs at least one batch.")
+        self.batches, self.length = batches, length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __iter__(self) -> Iterator[dict]:
+        for index in range(self.length):
+            yield dict(self.batches[index % len(self.batches)])  # a fresh dict: hooks may edit it
+
+
+def resident_batches(loader: Iterable[dict], device: torch.device, count: int = BOUND_BATCHES) -> ResidentBatches:
+    """The first ``count`` batches of ``loader`` copied to ``device``, one epoch as long as the loader's."""
+    batches = []
+    for batch in loader:
+        batches.append({key: value.to(device).clone() for key, value in batch.items()})
+        if len(batches) == count:
+            break
+    return ResidentBatches(batches, len(loader))
+
+
+class _ClockCallback(pl.Callback):
+    """Ticks a :class:`WindowClock` after each training step (optimizer step queued)."""
+
+    def __init__(self, clock: WindowClock):
+        self.clock = clock
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.clock.tick(batch["image"].shape[0])
+
+
+@contextlib.contextmanager
+def _quiet_lightning() -> Iterator[None]:
+    """Hide Lightning's start-up chatter and two hints that do not apply here.
+
+    Zero workers is measured on purpose, and the benchmark trains without validation.
+    """
+    loggers = [logging.getLogger(name) for name in ("pytorch_lightning", "lightning.pytorch")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
+            warnings.filterwarnings("ignore", message=r".*`validation_step` but have no `val_dataloader`.*")
+            yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+
+
+def measure_training(loader: Iterable[dict], profile: Profile, warmup: int, steps: int, repeats: int,
+                     augmentation: torch.nn.Module | None = None) -> dict:
+    """Images/s of full training steps on ``loader`` (``Trainer.fit`` of a fresh model, seed 0)."""
+    from .models import LitNailSegmentation
+    from .training import make_trainer
+
+    device = _device(profile)
+    clock = WindowClock(device, warmup + _prefetched_batches(loader), steps, repeats)
+    torch.manual_seed(0)
+    model = LitNailSegmentation(encoder=profile.encoder, lr=profile.lr, num_epochs=1,
+                                gpu_augmentation=augmentation)
+    with _quiet_lightning(), contextlib.closing(clock):
+        trainer = make_trainer(  # the course's Trainer, minus logging, checkpoints and validation
+            profile, "benchmark", max_steps=clock.total_batches, max_epochs=-1,
+            limit_train_batches=1.0, limit_val_batches=0, logger=False, enable_checkpointing=False,
+            enable_progress_bar=False, callbacks=[_ClockCallback(clock)])
+        trainer.fit(model, train_dataloaders=loader)
+    return clock.result()
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def _device(profile: Profile) -> torch.device:
+    if profile.accelerator == "gpu":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def worker_counts(profile: Profile) -> tuple[int, ...]:
+    """The profile's Albumentations worker counts, none above this machine's CPU count."""
+    cpus = os.cpu_count() or 1
+    counts = WORKER_COUNTS.get(profile.name, (profile.num_workers,))
+    return tuple(sorted({min(count, cpus) for count in counts}))
+
+
+def default_pipelines(profile: Profile, location: DataLocation,
+                      workers: Iterable[int] | None = None) -> list[Pipeline]:
+    """Albumentations at each worker count, notebook 03's steps to the uint8 cache + Kornia,
+    and DALI if available."""
+    from .cache import CachedNailDataModule
+    from .dali_pipelines import DALINailDataModule, dali_available
+    from .datasets import NailDataModule
+    from .gpu_augmentation import KorniaAugmentation
+
+    def loader_of(make_datamodule):
+        def make():
+            datamodule = make_datamodule()
+            datamodule.prepare_data()
+            datamodule.setup("fit")
+            return datamodule.train_dataloader()
+        return make
+
+    pipelines = [
+        Pipeline(f"albumentations_w{n}", "albumentations",
+                 loader_of(lambda n=n: NailDataModule(location, dataclasses.replace(profile, num_workers=n))),
+                 num_workers=n)
+        for n in (worker_counts(profile) if workers is None else workers)
+    ]
+    # Notebook 03's story on the GPU, one change at a time; the last step is the course's
+    # Kornia pipeline (on a CPU there is no accelerator to feed, so only that one runs).
+    png = loader_of(lambda: NailDataModule(location, profile, augment=False))
+    steps = [] if profile.accelerator != "gpu" else [
+        Pipeline("kornia_png_sequential", "kornia_steps", png,
+                 make_augmentation=lambda: KorniaAugmentation(implementation="sequential")),
+        Pipeline("kornia_png_fused", "kornia_steps", png, make_augmentation=KorniaAugmentation),
+        Pipeline("kornia_cache_unpinned", "kornia_steps",
+                 loader_of(lambda: CachedNailDataModule(location, profile, pin_memory=False)),
+                 make_augmentation=KorniaAugmentation),
+    ]
+    pipelines += steps + [
+        Pipeline("kornia", "kornia", loader_of(lambda: CachedNailDataModule(location, profile)),
+                 make_augmentation=KorniaAugmentation),
+    ]
+    if dali_available():
+        pipelines.append(Pipeline("dali", "dali", loader_of(lambda: DALINailDataModule(location, profile))))
+    return pipelines
+
+
+def _free_memory() -> None:
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def run_benchmark(profile: Profile, pipelines: list[Pipeline],
+                  bound_source: Callable[[], Iterable[dict]] | None = None,
+                  steps: int | None = None, repeats: int | None = None, warmup: int | None = None,
+                  config: dict | None = None, log: Callable[[str], None] = print) -> dict:
+    """Measure every pipeline and the bound; return the results dict (see :func:`save_results`).
+
+    ``bound_source()`` gives a loader whose first batches become the bound's resident set
+    (default: the first pipeline's loader).
+    ``steps``/``repeats`` default to the profile's ``bench_steps``/``bench_repeats``;
+    ``warmup`` to a fifth of ``steps`` (at least 1), plus a loader's prefetch buffer.
+    """
+    steps = steps or profile.bench_steps
+    repeats = repeats or profile.bench_repeats
+    warmup = max(1, steps // 5) if warmup is None else warmup
+    device = _device(profile)
+    bound_source = bound_source or pipelines[0].make_loader
+
+    def bound(label: str, windows: int) -> dict:
+        started = time.perf_counter()
+        result = measure_training(resident_batches(bound_source(), device), profile, warmup, steps, windows)
+        log(f"bound ({label}): {result['img_s']:.1f} img/s  [{time.perf_counter() - started:.1f} s]")
+        _free_memory()
+        return result
+
+    bound_start = bound("start", (repeats + 1) // 2)
+    measured = []
+    for pipeline in pipelines:
+        started = time.perf_counter()
+        batches = pipeline.make_loader()  # one loader for both measurements (a cache is built once)
+        setup_s = time.perf_counter() - started
+        workers = pipeline.num_workers if pipeline.num_workers is not None else getattr(batches, "num_workers", None)
+        augmentation = pipeline.make_augmentation().to(device) if pipeline.make_augmentation else None
+        loader = measure_loader(batches, device, warmup, steps, repeats, augmentation)
+        _free_memory()
+        augmentation = pipeline.make_augmentation() if pipeline.make_augmentation else None
+        train = measure_training(batches, profile, warmup, steps, repeats, augmentation)
+        del batches
+        _free_memory()
+        measured.append((pipeline, workers, setup_s, loader, train))
+        log(f"{pipeline.name}: loader {loader['img_s']:.1f} img/s, train {train['img_s']:.1f} img/s"
+            f"  [{time.perf_counter() - started:.1f} s]")
+    halves = [bound_start] + ([bound("end", repeats // 2)] if repeats > 1 else [])
+
+    bound_result = {**summarize([rate for half in halves for rate in half["repeats"]]),
+                    "start": bound_start, "end": halves[-1] if repeats > 1 else None,
+                    "drift": halves[-1]["img_s"] / bound_start["img_s"] if repeats > 1 else None,
+                    "gpu_util_pct": _median_or_none([half["gpu_util_pct"] for half in halves]),
+                    "cpu_util_pct": statistics.median([half["cpu_util_pct"] for half in halves])}
+    results = {
+        "schema": SCHEMA_VERSION,
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "device": _device_name(device),
+        "cuda": torch.version.cuda if device.type == "cuda" else None,
+        "cpu_count": os.cpu_count(),
+        "cpu": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "versions": library_versions(),
+        "config": {"profile": profile.name, "image_size": profile.image_size,
+                   "batch_size": profile.batch_size, "encoder": profile.encoder,
+                   "precision": profile.precision, "num_images": profile.num_images,
+                   "steps_per_repeat": steps, "repeats": repeats, "warmup_steps": warmup,
+                   "bound_batches": BOUND_BATCHES, "driver": "training.make_trainer + Trainer.fit",
+                   **(config or {})},
+        "bound": bound_result,
+        "pipelines": {},
+    }
+    for pipeline, workers, setup_s, loader, train in measured:
+        results["pipelines"][pipeline.name] = {
+            "family": pipeline.family, "num_workers": workers, "setup_s": setup_s,
+            "loader_img_s": loader["img_s"], "train_img_s": train["img_s"],
+            "train_ratio_to_bound": train["img_s"] / bound_result["img_s"],
+            "loader": loader, "train": train,
+        }
+    return results
+
+
+def _median_or_none(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"CPU ({platform.processor() or platform.machine()})"
+
+
+# --------------------------------------------------------------------------- reading results
+
+
+def save_results(results: dict, path: str | os.PathLike) -> Path:
+    """Write ``results`` as indented JSON (folders created)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    return path
+
+
+def load_results(path: str | os.PathLike = REFERENCE_RESULTS) -> dict | None:
+    """Results written by :func:`save_results`, or ``None`` when the file does not exist."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    results = json.loads(path.read_text())
+    if results.get("schema") != SCHEMA_VERSION:
+        raise ValueError(f"{path} has benchmark schema {results.get('schema')!r}, this code reads "
+                         f"{SCHEMA_VERSION}: re-run `python -m nailseg_common.benchmark`.")
+    return results
+
+
+def results_label(results: dict) -> str:
+    """One line naming where and when results were measured."""
+    v = results["versions"]
+    return (f"{results['device']}, {results['cpu_count']} CPU cores, {results['config']['profile']} profile "
+            f"({results['config']['image_size']} px, batch {results['config']['batch_size']}, "
+            f"{results['config']['precision']}), torch {v.get('torch')}, {results['date'][:10]}")
+
+
+def summary_table(results: dict):
+    """A DataFrame: one row per pipeline and one for the bound (img/s, spread, ratio, utilisation)."""
+    import pandas as pd
+
+    def spread(stats: dict) -> str:
+        return f"{stats['img_s_min']:.3g}-{stats['img_s_max']:.3g}"
+
+    rows = []
+    for name, p in results["pipelines"].items():
+        rows.append({"pipeline": name, "workers": p["num_workers"],
+                     "loader img/s": p["loader_img_s"], "loader min-max": spread(p["loader"]),
+                     "train img/s": p["train_img_s"], "train min-max": spread(p["train"]),
+                     "ratio to bound": p["train_ratio_to_bound"],
+                     "GPU util %": p["train"]["gpu_util_pct"], "CPU util %": p["train"]["cpu_util_pct"]})
+    b = results["bound"]
+    rows.append({"pipeline": "bound (batches on device)", "workers": None, "loader img/s": None,
+                 "loader min-max": "", "train img/s": b["img_s"], "train min-max": spread(b),
+                 "ratio to bound": 1.0, "GPU util %": b["gpu_util_pct"], "CPU util %": b["cpu_util_pct"]})
+    return pd.DataFrame(rows).astype({"workers": "Int64"}).set_index("pipeline")
+
+
+def stability_warning(results: dict, tolerance: float = 0.1) -> str | None:
+    """A warning when the bound moved by more than ``tolerance`` between the run's start and end."""
+    drift = results["bound"]["drift"]
+    if drift is None or abs(drift - 1) <= tolerance:
+        return None
+    return (f"Warning: the bound changed by {100 * (drift - 1):+.0f} % between the start and the end "
+            "of the run (a busy machine, or GPU clocks that changed), so the ratios to the bound "
+            "are uncertain: rerun on an otherwise idle machine.")
+
+
+def best_albumentations(results: dict) -> str | None:
+    """Name of the Albumentations entry with the highest training rate."""
+    names = [n for n, p in results["pipelines"].items() if p["family"] == "albumentations"]
+    return max(names, key=lambda n: results["pipelines"][n]["train_img_s"], default=None)
+
+
+def cpu_workers_to_reach_bound(results: dict) -> float | None:
+    """CPU workers the Albumentations loader would need to feed the bound.
+
+    Assumes its rate per worker at the highest worker count measured scales linearly
+    (an optimistic assumption: memory bandwidth and the main process do not scale).
+    """
+    albu = [p for p in results["pipelines"].values() if p["family"] == "albumentations" and p["num_workers"]]
+    if not albu:
+        return None
+    most = max(albu, key=lambda p: p["num_workers"])
+    return results["bound"]["img_s"] / (most["loader_img_s"] / most["num_workers"])
+
+
+def check_targets(results: dict, targets: Iterable[Target] = TARGETS) -> list[dict]:
+    """Each target against ``results``: measured value, whether it is met, and by how much not.
+
+    For a GPU pipeline the check also gives a simple time budget per batch: the step at
+    the bound, the input pipeline alone, and what the serial sum (input work on the
+    same GPU, before the step) would predict for the ratio.
+    """
+    checks = []
+    batch = results["config"]["batch_size"]
+    bound_ms = 1000 * batch / results["bound"]["img_s"]
+    for target in targets:
+        pipeline = results["pipelines"].get(target.pipeline)
+        check = {"pipeline": target.pipeline, "metric": target.metric, "target": target.minimum,
+                 "measured": None, "met": None, "shortfall": None, "shortfall_pct": None}
+        if pipeline is not None:
+            value = pipeline[target.metric]
+            loader_ms = 1000 * batch / pipeline["loader_img_s"]
+            check.update(measured=value, met=value >= target.minimum,
+                         shortfall=max(0.0, target.minimum - value),
+                         shortfall_pct=max(0.0, 100 * (target.minimum - value) / target.minimum),
+                         bound_ms_per_batch=bound_ms, loader_ms_per_batch=loader_ms,
+                         train_ms_per_batch=1000 * batch / pipeline["train_img_s"],
+                         serial_ratio=bound_ms / (bound_ms + loader_ms))
+        checks.append(check)
+    return checks
+
+
+def describe_targets(results: dict, targets: Iterable[Target] = TARGETS) -> str:
+    """The target checks as sentences (what was measured, met or missed by how much, and the budget)."""
+    lines = []
+    for c in check_targets(results, targets):
+        what = f"{c['pipeline']} {c['metric']} >= {c['target']:g}"
+        if c["measured"] is None:
+            lines.append(f"{what}: not measured ({c['pipeline']} did not run on this machine).")
+            continue
+        verdict = "met" if c["met"] else (f"MISSED by {c['shortfall']:.3g} ({c['shortfall_pct']:.1f} % "
+                                          "short of the target)")
+        lines.append(f"{what}: measured {c['measured']:.3g}, {verdict}. Per batch: step at the bound "
+                     f"{c['bound_ms_per_batch']:.1f} ms, input pipeline alone {c['loader_ms_per_batch']:.1f} ms, "
+                     f"training {c['train_ms_per_batch']:.1f} ms; input work done serially before "
+                     f"each step would give a ratio of {c['serial_ratio']:.3f}.")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def main(argv: list[str] | None = None) -> Path:
+    """Command line: prepare the data, run every pipeline and the bound, write the JSON."""
+    from .preparation import ensure_prepared
+    from .profiles import select_profile
+
+    parser = argparse.ArgumentParser(prog="python -m nailseg_common.benchmark", description=__doc__.split("\n")[0])
+    parser.add_argument("--profile", default="", help="smoke, cpu or gpu (default: $NAILSEG_PROFILE or the hardware)")
+    parser.add_argument("--out", default=None, help="JSON file (default: results/benchmark_<profile>.json)")
+    parser.add_argument("--data-root", default="", help="a real dataset (Images/1..4, Masks/1..4)")
+    parser.add_argument("--workers", type=int, nargs="+", default=None, help="Albumentations worker counts")
+    parser.add_argument("--steps", type=int, default=None, help="batches per timing window")
+    parser.add_argument("--repeats", type=int, default=None, help="timing windows")
+    args = parser.parse_args(argv)
+
+    profile = select_profile(args.profile)
+    location = ensure_prepared(profile, args.data_root or None)
+    workers = args.workers if args.workers is not None else worker_counts(profile)
+    pipelines = default_pipelines(profile, location, workers)
+    print(f"benchmark: {profile.name} profile, {_device_name(_device(profile))}, pipelines "
+          f"{[p.name for p in pipelines]}")
+    started = time.perf_counter()
+    results = run_benchmark(profile, pipelines, steps=args.steps, repeats=args.repeats,
+                            config={"data": location.raw.name, "synthetic": location.synthetic})
+    results["wall_s"] = time.perf_counter() - started
+    out = save_results(results, args.out or REPO_ROOT / "results" / f"benchmark_{profile.name}.json")
+    print(summary_table(results).to_string(float_format=lambda x: f"{x:.3g}"))
+    print(describe_targets(results))
+    print(f"wrote {out} ({results['wall_s']:.0f} s)")
+    return out
+
+
+if __name__ == "__main__":
+    main()

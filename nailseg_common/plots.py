@@ -1,0 +1,299 @@
+"""Plots the notebooks show."""
+
+import matplotlib.pyplot as plt
+
+# --- benchmark (notebook 05) ---------------------------------------------------------
+
+
+def _bench_title(ax, results: dict, what: str) -> None:
+    ax.set_title(f"{what}\n{results['device']}, {results['config']['image_size']} px, "
+                 f"batch {results['config']['batch_size']}, {results['date'][:10]}", fontsize=9)
+
+
+def plot_benchmark_throughput(results: dict, ax=None):
+    """Bars of loader and training images/s per pipeline (median, min-max whiskers), bound as a line."""
+    import numpy as np
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 4))
+    names = list(results["pipelines"])
+    x = np.arange(len(names))
+    for offset, key, colour in ((-0.2, "loader", "tab:blue"), (0.2, "train", "tab:orange")):
+        stats = [results["pipelines"][n][key] for n in names]
+        median = np.array([s["img_s"] for s in stats])
+        spread = np.array([[m - s["img_s_min"] for m, s in zip(median, stats)],
+                           [s["img_s_max"] - m for m, s in zip(median, stats)]])
+        ax.bar(x + offset, median, width=0.4, yerr=spread, capsize=3, color=colour,
+               label=f"{key} alone" if key == "loader" else "training step")
+    bound = results["bound"]
+    ax.axhspan(bound["img_s_min"], bound["img_s_max"], color="grey", alpha=0.2)
+    ax.axhline(bound["img_s"], color="black", linestyle="--", label="bound (batches on device)")
+    ax.set_xticks(x, names, rotation=20, ha="right")
+    rates = [r for n in names for r in (results["pipelines"][n]["loader_img_s"],
+                                        results["pipelines"][n]["train_img_s"])] + [bound["img_s"]]
+    if max(rates) > 20 * min(rates):  # a loader far faster than training: keep both readable
+        ax.set_yscale("log")
+    ax.set_ylabel("images / s" + (" (log scale)" if ax.get_yscale() == "log" else ""))
+    ax.legend(fontsize=8)
+    _bench_title(ax, results, "Throughput")
+    return ax
+
+
+def plot_ratio_to_bound(results: dict, targets=(), ax=None):
+    """Bars of each pipeline's training rate over the bound, with the targets that apply marked."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 4))
+    names = list(results["pipelines"])
+    ratios = [results["pipelines"][n]["train_ratio_to_bound"] for n in names]
+    bars = ax.bar(names, ratios, color="tab:orange")
+    ax.bar_label(bars, fmt="%.2f", fontsize=8)
+    for target in targets:
+        if target.metric == "train_ratio_to_bound" and target.pipeline in names:
+            i = names.index(target.pipeline)
+            ax.hlines(target.minimum, i - 0.4, i + 0.4, color="red", linestyle=":",
+                      label=f"target {target.pipeline} ≥ {target.minimum:g}")
+    ax.axhline(1.0, color="black", linestyle="--", linewidth=1)
+    ax.set_ylim(0, max(1.15, 1.1 * max(ratios)))
+    ax.set_ylabel("training rate / bound")
+    ax.tick_params(axis="x", rotation=20)
+    if targets:
+        ax.legend(fontsize=8, loc="lower right")
+    _bench_title(ax, results, "Share of the bound")
+    return ax
+
+
+def plot_worker_scaling(results: dict, ax=None):
+    """Albumentations images/s against CPU workers, with the GPU pipelines and the bound as lines."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 4))
+    albu = sorted((p for p in results["pipelines"].values() if p["family"] == "albumentations"),
+                  key=lambda p: p["num_workers"])
+    workers = [p["num_workers"] for p in albu]
+    ax.plot(workers, [p["loader_img_s"] for p in albu], "o-", label="Albumentations loader alone")
+    ax.plot(workers, [p["train_img_s"] for p in albu], "s-", label="Albumentations training")
+    colours = {"kornia": "tab:purple", "dali": "tab:green"}
+    for name, p in results["pipelines"].items():
+        if p["family"] != "albumentations":
+            ax.axhline(p["train_img_s"], linestyle="-.", color=colours.get(p["family"], "tab:grey"),
+                       label=f"{name} training")
+    ax.axhline(results["bound"]["img_s"], color="black", linestyle="--", label="bound")
+    ax.set_xticks(workers)
+    ax.set_xlabel("DataLoader workers")
+    ax.set_ylabel("images / s")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8)
+    _bench_title(ax, results, "Scaling with CPU workers")
+    return ax
+
+def plot_benchmark_sets(result_sets: dict, plot, **kwargs):
+    """One panel per benchmark result (``{name: results}``), side by side, drawn by ``plot(results, ax=...)``."""
+    if not result_sets:
+        raise ValueError("No benchmark results to plot: set run_live = True, or commit "
+                         "results/benchmark_h100.json (python -m nailseg_common.benchmark --profile gpu).")
+    fig, axes = plt.subplots(1, len(result_sets), figsize=(7 * len(result_sets), 4.5), squeeze=False)
+    for ax, (name, results) in zip(axes[0], result_sets.items()):
+        plot(results, ax=ax, **kwargs)
+        ax.set_title(f"{name}: {ax.get_title()}", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+
+# --- data (notebook 01) ---------------------------------------------------------------
+
+
+def plot_samples_by_type(table, per_type: int = 4, seed: int = 0):
+    """One row per type: ``per_type`` random images with their masks overlaid in green.
+
+    ``table`` is :func:`nailseg_common.preparation.dataset_table` (or a ``read_split``).
+    """
+    import numpy as np
+
+    types = sorted(table["type"].unique())
+    fig, axes = plt.subplots(len(types), per_type, figsize=(2.6 * per_type, 2.3 * len(types)),
+                             squeeze=False)
+    rng = np.random.default_rng(seed)
+    for row, kind in zip(axes, types):
+        members = table[table["type"] == kind]
+        picks = np.sort(rng.choice(len(members), size=min(per_type, len(members)), replace=False))
+        for ax in row:
+            ax.set_axis_off()
+        for ax, (_, sample) in zip(row, members.iloc[picks].iterrows()):
+            image = np.load(sample["npy_image"])
+            mask = np.load(sample["npy_mask"])[:, :, 0].astype(bool)
+            overlay = image.copy()
+            overlay[mask] = (0.45 * overlay[mask] + (0, 140, 0)).astype(np.uint8)
+            ax.imshow(overlay)
+            ax.contour(mask, levels=[0.5], colors="yellow", linewidths=0.6)
+            ax.set_title(f"type {kind}  {image.shape[1]}x{image.shape[0]}", fontsize=8)
+    fig.suptitle("Samples per type, nail masks overlaid in green")
+    fig.tight_layout()
+    return fig
+
+
+def plot_image_sizes(table):
+    """Width against height per type, and the spread of aspect ratios."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
+    types = sorted(table["type"].unique())
+    for kind in types:
+        part = table[table["type"] == kind]
+        left.scatter(part["width"], part["height"], s=12, alpha=0.7, label=f"type {kind}")
+    left.set_xlabel("width (px)")
+    left.set_ylabel("height (px)")
+    left.set_title("Image sizes")
+    left.legend(fontsize=8)
+    right.hist([table[table["type"] == k]["width"] / table[table["type"] == k]["height"]
+                for k in types], bins=20, stacked=True, label=[f"type {k}" for k in types])
+    right.legend(fontsize=8)
+    right.set_xlabel("aspect ratio (width / height)")
+    right.set_ylabel("images")
+    right.set_title("Aspect ratios")
+    fig.tight_layout()
+    return fig
+
+
+def plot_nail_fraction(table, ax=None):
+    """Share of nail pixels per image, one box per type (points: single images)."""
+    import numpy as np
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.8))
+    types = sorted(table["type"].unique())
+    values = [100 * table[table["type"] == k]["nail_fraction"] for k in types]
+    ax.boxplot(values, showfliers=False)
+    ax.set_xticks(range(1, len(types) + 1), [f"type {k}" for k in types])
+    rng = np.random.default_rng(0)
+    for i, v in enumerate(values, start=1):
+        ax.scatter(i + rng.uniform(-0.15, 0.15, len(v)), v, s=8, alpha=0.5, color="tab:green")
+    ax.set_ylabel("nail pixels (% of image)")
+    ax.set_title("How much of each image is nail")
+    return ax
+
+
+# --- GPU augmentation (notebook 03) ----------------------------------------------------
+
+
+def plot_augmentation_gallery(panels: dict, max_images: int = 4):
+    """One row per image, one column per pipeline; the mask's outline drawn on the image.
+
+    ``panels`` is :func:`nailseg_common.gpu_augmentation.gallery_panels`. A yellow outline
+    that hugs the nail after a flip or an affine shows image and mask moved together.
+    """
+    names = list(panels)
+    count = min(max_images, len(next(iter(panels.values()))[0]))
+    fig, axes = plt.subplots(count, len(names), figsize=(2.4 * len(names), 2.4 * count), squeeze=False)
+    for column, name in enumerate(names):
+        images, masks = panels[name]
+        axes[0, column].set_title(name, fontsize=9)
+        for row in range(count):
+            ax = axes[row, column]
+            ax.imshow(images[row].clip(0, 1))
+            if masks[row].any():
+                ax.contour(masks[row], levels=[0.5], colors="yellow", linewidths=0.8)
+            ax.set_axis_off()
+    fig.tight_layout()
+    return fig
+
+
+def plot_augmentation_timing(frame, ax=None):
+    """Horizontal bars of augmentation-only images/s (median, min-max whiskers).
+
+    ``frame`` is :func:`nailseg_common.gpu_augmentation.time_augmentations`.
+    """
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 0.5 + 0.45 * len(frame)))
+    labels = [f"{m}, {where}" + (f", {workers} workers" if "Albumentations" in m else "")
+              for m, where, workers in zip(frame["method"], frame["runs on"], frame["workers"])]
+    median = frame["img/s (median)"].to_numpy()
+    spread = [median - frame["min"].to_numpy(), frame["max"].to_numpy() - median]
+    colours = ["tab:blue" if "Albumentations" in m else "tab:purple" for m in frame["method"]]
+    ax.barh(labels, median, xerr=spread, color=colours, capsize=3)
+    ax.invert_yaxis()
+    ax.set_xlabel("images / s (augmentation only)")
+    ax.set_title("Augmentation alone")
+    return ax
+
+
+# --- Lightning baseline (notebook 02) ---------------------------------------------------
+
+
+def plot_training_curves(metrics):
+    """Train/validation loss and validation Dice/IoU per epoch.
+
+    ``metrics`` is :func:`nailseg_common.training.read_metrics` (one row per epoch).
+    """
+    fig, (loss_ax, score_ax) = plt.subplots(1, 2, figsize=(10, 3.5))
+    for column, label in (("train_loss", "train"), ("val_loss", "validation")):
+        loss_ax.plot(metrics.index, metrics[column], marker="o", label=label)
+    loss_ax.set(xlabel="epoch", ylabel="symmetric Lovász loss", title="Loss")
+    loss_ax.legend()
+    for column, label in (("val_dice", "Dice (soft)"), ("val_iou", "IoU (threshold 0.5)")):
+        score_ax.plot(metrics.index, metrics[column], marker="o", label=label)
+    score_ax.set(xlabel="epoch", ylim=(0, 1), title="Validation, mean over images")
+    score_ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def plot_predictions(images, masks, probabilities, scores=None, max_images: int = 4):
+    """Top row: each image with the ground truth (yellow) and the prediction at 0.5 (cyan)
+    outlined; bottom row: the predicted probability. ``images`` N×H×W×3 in [0, 1],
+    ``masks`` and ``probabilities`` N×H×W; ``scores`` (e.g. per-image IoU) titles the columns.
+    """
+    count = min(max_images, len(images))
+    fig, axes = plt.subplots(2, count, figsize=(2.6 * count, 5.4), squeeze=False)
+    for column in range(count):
+        top, bottom = axes[0, column], axes[1, column]
+        top.imshow(images[column].clip(0, 1))
+        for outline, colour in ((masks[column], "yellow"), (probabilities[column] > 0.5, "cyan")):
+            if outline.any():
+                top.contour(outline, levels=[0.5], colors=colour, linewidths=1.0)
+        if scores is not None:
+            top.set_title(f"IoU {scores[column]:.2f}", fontsize=9)
+        image = bottom.imshow(probabilities[column], vmin=0, vmax=1, cmap="magma")
+        for ax in (top, bottom):
+            ax.set_axis_off()
+    fig.colorbar(image, ax=axes[1, :].tolist(), shrink=0.8, label="P(nail)")
+    fig.suptitle("ground truth (yellow) vs prediction (cyan)", fontsize=10)
+    return fig
+
+
+def plot_data_wait(frame, ax=None):
+    """Per training step, stacked: time waiting for the batch (red) and the step itself (blue).
+
+    ``frame`` is :meth:`nailseg_common.training.DataWaitTimer.frame`.
+    """
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 3))
+    steps = range(len(frame))
+    wait, step = 1e3 * frame["wait_s"].to_numpy(), 1e3 * frame["step_s"].to_numpy()
+    ax.bar(steps, wait, color="tab:red", label="waiting for data")
+    ax.bar(steps, step, bottom=wait, color="tab:blue", label="forward + backward + step")
+    ax.set(xlabel="training step", ylabel="ms", title="Where each training step's time goes")
+    ax.legend()
+    return ax
+
+
+# --- DALI (notebook 04) ----------------------------------------------------------------
+
+
+def plot_batch_gallery(batch: dict, max_images: int = 8, columns: int = 4, title: str | None = None):
+    """A batch-contract dict (``image`` B×3×H×W, ``label`` B×1×H×W; torch on any device or
+    numpy, uint8 or float) as a grid of images with the label's outline in yellow."""
+    def host(values):
+        return values.detach().cpu().numpy() if hasattr(values, "detach") else values
+
+    images, labels = host(batch["image"])[:max_images], host(batch["label"])[:max_images]
+    images = images.transpose(0, 2, 3, 1) / (255.0 if images.dtype.kind == "u" else 1.0)
+    rows = -(-len(images) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(2.4 * columns, 2.4 * rows), squeeze=False)
+    for index, ax in enumerate(axes.flat):
+        ax.set_axis_off()
+        if index < len(images):
+            ax.imshow(images[index].clip(0, 1))
+            if labels[index, 0].any():
+                ax.contour(labels[index, 0], levels=[0.5], colors="yellow", linewidths=0.8)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,177 @@
+"""The benchmark harness on the CPU at a tiny size: well-formed, self-consistent results."""
+
+import dataclasses
+import json
+import statistics
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from nailseg_common import benchmark
+from nailseg_common.benchmark import Pipeline, Target
+from nailseg_common.profiles import select_profile
+
+SIZE, BATCH = 32, 4
+
+
+class RandomPairs(Dataset):
+    """Batch-contract items of random pixels (the harness does not care what they show)."""
+
+    def __len__(self):
+        return 3 * BATCH
+
+    def __getitem__(self, index):
+        g = torch.Generator().manual_seed(index)
+        return {"image": torch.randint(0, 256, (3, SIZE, SIZE), dtype=torch.uint8, generator=g),
+                "label": torch.randint(0, 2, (1, SIZE, SIZE), dtype=torch.uint8, generator=g)}
+
+
+def loader():
+    return DataLoader(RandomPairs(), batch_size=BATCH, shuffle=True, drop_last=True)
+
+
+class Invert(torch.nn.Module):
+    """A stand-in GPU augmentation with the KorniaAugmentation signature."""
+
+    def forward(self, image, label):
+        return 1 - image.float() / 255, label.float()
+
+
+@pytest.fixture(scope="module")
+def profile():
+    return dataclasses.replace(select_profile("smoke"), image_size=SIZE, batch_size=BATCH,
+                               encoder="resnet18", bench_steps=2, bench_repeats=3)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One intra-op thread: two cores shared with other test sessions thrash with more."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def results(profile):
+    pipelines = [Pipeline("albumentations_w0", "albumentations", loader, num_workers=0),
+                 Pipeline("kornia", "kornia", loader, make_augmentation=Invert)]
+    return benchmark.run_benchmark(profile, pipelines, bound_source=loader, log=lambda line: None)
+
+
+def test_summarize_median_and_spread_come_from_the_repeats():
+    stats = benchmark.summarize([30.0, 10.0, 20.0, 40.0])
+    assert stats["img_s"] == 25.0 and stats["img_s_min"] == 10.0 and stats["img_s_max"] == 40.0
+    assert stats["img_s_q1"] == 17.5 and stats["img_s_q3"] == 32.5
+    assert stats["repeats"] == [30.0, 10.0, 20.0, 40.0]
+    with pytest.raises(ValueError, match="No timing windows"):
+        benchmark.summarize([])
+
+
+def test_window_clock_times_repeats_after_warmup():
+    clock = benchmark.WindowClock(torch.device("cpu"), warmup=2, steps=3, repeats=2)
+    for _ in range(2 + 3 * 2 - 1):
+        clock.tick(4)
+    assert not clock.done
+    with pytest.raises(RuntimeError, match="1 of 2 timing windows"):
+        clock.result()
+    clock.tick(4)
+    result = clock.result()
+    assert clock.done and len(result["repeats"]) == 2
+    assert result["warmup_batches"] == 2 and result["batches_per_repeat"] == 3
+    assert result["gpu_util_pct"] is None and 0 <= result["cpu_util_pct"] <= 100
+
+
+def test_loader_measurement_applies_the_augmentation_on_the_device():
+    seen = []
+
+    class Spy(Invert):
+        def forward(self, image, label):
+            seen.append(image.dtype)
+            return super().forward(image, label)
+
+    result = benchmark.measure_loader(loader(), torch.device("cpu"), warmup=1, steps=2, repeats=3,
+                                      augmentation=Spy())
+    assert len(seen) == 1 + 2 * 3 and set(seen) == {torch.uint8}  # more batches than one epoch
+    assert len(result["repeats"]) == 3 and all(r > 0 for r in result["repeats"])
+
+
+def test_results_are_well_formed(results, profile):
+    assert results["schema"] == benchmark.SCHEMA_VERSION
+    for key in ("date", "device", "cpu_count", "versions", "config", "bound", "pipelines"):
+        assert results[key] is not None, key
+    assert results["cuda"] is None and results["cpu_count"] >= 1
+    assert results["versions"]["torch"] == torch.__version__.split("+")[0]
+    config = results["config"]
+    assert (config["image_size"], config["batch_size"], config["repeats"], config["steps_per_repeat"]) == (
+        SIZE, BATCH, 3, 2)
+    assert list(results["pipelines"]) == ["albumentations_w0", "kornia"]
+    assert results["pipelines"]["kornia"]["num_workers"] == 0  # read from its DataLoader
+    bound = results["bound"]
+    # two windows before the pipelines, one after them
+    assert (len(bound["start"]["repeats"]), len(bound["end"]["repeats"])) == (2, 1)
+    assert bound["repeats"] == bound["start"]["repeats"] + bound["end"]["repeats"]
+    assert bound["img_s"] == statistics.median(bound["repeats"]) > 0
+    assert bound["drift"] == pytest.approx(bound["end"]["img_s"] / bound["start"]["img_s"])
+    for entry in results["pipelines"].values():
+        for key in ("loader", "train"):
+            stats = entry[key]
+            assert len(stats["repeats"]) == 3 and all(r > 0 for r in stats["repeats"])
+            assert stats["img_s"] == statistics.median(stats["repeats"])
+            assert stats["img_s_min"] <= stats["img_s_q1"] <= stats["img_s"] <= stats["img_s_q3"] <= stats["img_s_max"]
+            assert stats["gpu_util_pct"] is None and 0 <= stats["cpu_util_pct"] <= 100
+        assert entry["loader_img_s"] == entry["loader"]["img_s"] > 0
+        assert entry["train_img_s"] == entry["train"]["img_s"] > 0
+        assert entry["train_ratio_to_bound"] == pytest.approx(entry["train_img_s"] / bound["img_s"])
+        assert entry["setup_s"] >= 0
+
+
+def test_results_round_trip_through_json(results, tmp_path):
+    path = benchmark.save_results(results, tmp_path / "sub" / "bench.json")
+    assert benchmark.load_results(path) == json.loads(json.dumps(results))
+    assert benchmark.load_results(tmp_path / "missing.json") is None
+    path.write_text(json.dumps({**results, "schema": 0}))
+    with pytest.raises(ValueError, match="schema"):
+        benchmark.load_results(path)
+
+
+def test_table_and_targets_follow_the_numbers(results):
+    table = benchmark.summary_table(results)
+    assert table.loc["kornia", "ratio to bound"] == results["pipelines"]["kornia"]["train_ratio_to_bound"]
+    assert benchmark.best_albumentations(results) == "albumentations_w0"
+    ratio = results["pipelines"]["kornia"]["train_ratio_to_bound"]
+    missed, met, absent = benchmark.check_targets(results, [
+        Target("kornia", "train_ratio_to_bound", ratio + 0.5),
+        Target("kornia", "train_ratio_to_bound", ratio / 2),
+        Target("dali", "loader_img_s", 5000.0)])
+    assert missed["met"] is False and missed["shortfall"] == pytest.approx(0.5)
+    assert missed["shortfall_pct"] == pytest.approx(100 * 0.5 / (ratio + 0.5))
+    assert met["met"] is True and met["shortfall"] == 0.0
+    assert absent["measured"] is None
+    steady = {**results, "bound": {**results["bound"], "drift": 1.05}}
+    assert benchmark.stability_warning(steady) is None
+    assert "+50 %" in benchmark.stability_warning({**results, "bound": {**results["bound"], "drift": 1.5}})
+    assert benchmark.cpu_workers_to_reach_bound(results) is None  # only 0 workers measured
+    scaled = json.loads(json.dumps(results))
+    scaled["pipelines"]["albumentations_w4"] = {**scaled["pipelines"]["albumentations_w0"], "num_workers": 4,
+                                                "loader_img_s": 2 * results["bound"]["img_s"]}
+    assert benchmark.cpu_workers_to_reach_bound(scaled) == pytest.approx(2.0)
+    text = benchmark.describe_targets(results)
+    assert "dali" in text and "not measured" in text and "kornia train_ratio_to_bound" in text
+
+
+def test_plots_draw_every_pipeline(results):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from nailseg_common import plots
+
+    ax = plots.plot_benchmark_throughput(results)
+    bars = [c for c in ax.containers if hasattr(c, "patches")]
+    assert [len(c.patches) for c in bars] == [len(results["pipelines"])] * 2
+    ax = plots.plot_ratio_to_bound(results, benchmark.TARGETS)
+    assert [round(p.get_height(), 6) for p in ax.patches] == [
+        round(p["train_ratio_to_bound"], 6) for p in results["pipelines"].values()]
+    ax = plots.plot_worker_scaling(results)
+    assert ax.get_lines()[0].get_xdata().tolist() == [0]

@@ -1,0 +1,257 @@
+"""DALI pipelines: pairing, exact epochs, shards, alignment under augmentation, CPU-only mode."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from nailseg_common import dali_pipelines as dp
+from nailseg_common.policy import POLICY
+
+needs_dali = pytest.mark.skipif(not dp.dali_available(), reason=dp.dali_status())
+
+SIZE = 32
+DEVICES = ["cpu"] + (["gpu"] if torch.cuda.is_available() else [])
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    """Every test runs CPU-only; on a machine with CUDA also on the GPU."""
+    if not dp.dali_available():
+        pytest.skip(dp.dali_status())
+    return request.param
+
+
+def test_without_dali_the_module_explains_and_refuses(monkeypatch, tmp_path):
+    monkeypatch.setattr(dp, "_IMPORT_ERROR", ImportError("No module named 'nvidia.dali'"))
+    assert not dp.dali_available()
+    assert "Linux" in dp.dali_status()
+    with pytest.raises(RuntimeError, match="Linux"):
+        dp.build_pipeline(["a.npy"], ["b.npy"], image_size=SIZE, batch_size=1, augment=False)
+
+
+def write_identity_set(folder, count):
+    """Images whose every pixel carries the sample index (channel 0) and mask = index parity."""
+    images, masks = [], []
+    for index in range(count):
+        h, w = 20 + index % 5, 24 + 3 * (index % 4)  # original, uneven sizes
+        image = np.zeros((h, w, 3), np.uint8)
+        image[..., 0] = index
+        image[..., 1] = 255 - index
+        mask = np.full((h, w, 1), index % 2, np.uint8)
+        images.append(folder / f"image_{index:03d}.npy")
+        masks.append(folder / f"mask_{index:03d}.npy")
+        np.save(images[-1], image)
+        np.save(masks[-1], mask)
+    return [str(p) for p in images], [str(p) for p in masks]
+
+
+def write_pattern_set(folder, count):
+    """An asymmetric L-shaped block; the mask is exactly channel 0 > 127 of the image."""
+    images, masks = [], []
+    for index in range(count):
+        image = np.full((48, 40, 3), 30, np.uint8)
+        image[6:30, 4 + 3 * index:12 + 3 * index, 0] = 220  # vertical bar, moved per sample
+        image[22:30, 4 + 3 * index:36, 0] = 220  # foot of the L
+        image[..., 2] = np.arange(40, dtype=np.uint8)[None, :] * 3  # a horizontal ramp
+        mask = (image[..., :1] > 127).astype(np.uint8)
+        images.append(folder / f"image_{index:03d}.npy")
+        masks.append(folder / f"mask_{index:03d}.npy")
+        np.save(images[-1], image)
+        np.save(masks[-1], mask)
+    return [str(p) for p in images], [str(p) for p in masks]
+
+
+def host(batch):
+    return {key: value.cpu().numpy() for key, value in batch.items()}
+
+
+def sample_ids(batch):
+    """Sample index of every item (channel 0 is constant) and a check of the mask pairing."""
+    image, label = batch["image"], batch["label"]
+    ids = image[:, 0, 0, 0].astype(int)
+    assert (image[:, 0] == ids[:, None, None]).all(), "identity image changed"
+    assert (label[:, 0] == (ids % 2)[:, None, None]).all(), "mask does not belong to image"
+    return ids.tolist()
+
+
+def only(**probabilities):
+    """POLICY with the given probabilities and every other op switched off."""
+    return {name: dataclasses.replace(op, probability=probabilities.get(name, 0.0))
+            for name, op in POLICY.items()}
+
+
+def run_epoch(loader):
+    """One epoch of batches, moved to host numpy arrays."""
+    return [host(batch) for batch in loader]
+
+
+def test_batches_follow_the_batch_contract(tmp_path, device):
+    images, masks = write_identity_set(tmp_path, 10)
+    loader = dp.make_loader(images, masks, image_size=SIZE, batch_size=4, train=True,
+                            device=device)
+    batch = next(iter(loader))
+    assert set(batch) == {"image", "label"}
+    assert batch["image"].shape == (4, 3, SIZE, SIZE) and batch["image"].dtype == torch.uint8
+    assert batch["label"].shape == (4, 1, SIZE, SIZE) and batch["label"].dtype == torch.uint8
+    expected = "cuda" if device == "gpu" else "cpu"  # GPU batches are CUDA tensors already
+    assert batch["image"].device.type == expected and batch["label"].device.type == expected
+
+
+@needs_dali
+def test_cpu_only_mode_is_chosen_without_a_gpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert dp.resolve_device("auto") == "cpu"
+    assert dp.default_num_threads("cpu") >= 1
+    with pytest.raises(ValueError, match="device must be"):
+        dp.resolve_device("tpu")
+
+
+def test_validation_sees_every_sample_exactly_once_per_epoch(tmp_path, device):
+    images, masks = write_identity_set(tmp_path, 10)
+    loader = dp.make_loader(images, masks, image_size=SIZE, batch_size=4, train=False,
+                            device=device)
+    assert len(loader) == 3
+    for _ in range(3):
+        batches = run_epoch(loader)
+        assert [len(b["image"]) for b in batches] == [4, 4, 2]
+        assert [i for b in batches for i in sample_ids(b)] == list(range(10))  # file order
+
+
+def test_validation_restarts_after_an_epoch_stopped_early(tmp_path, device):
+    images, masks = write_identity_set(tmp_path, 10)
+    loader = dp.make_loader(images, masks, image_size=SIZE, batch_size=4, train=False,
+                            device=device)
+    first = host(next(iter(loader)))  # like Lightning's sanity check: one batch, then stop
+    assert sample_ids(first) == [0, 1, 2, 3]
+    assert [i for b in run_epoch(loader) for i in sample_ids(b)] == list(range(10))
+
+
+def test_training_epochs_drop_the_remainder_and_reshuffle(tmp_path, device):
+    images, masks = write_identity_set(tmp_path, 10)
+    loader = dp.make_loader(images, masks, image_size=SIZE, batch_size=4, train=True,
+                            device=device, policy=only())
+    assert len(loader) == 2
+    epochs = []
+    for _ in range(3):
+        batches = run_epoch(loader)
+        assert len(batches) == 2 and all(len(b["image"]) == 4 for b in batches)
+        ids = [i for b in batches for i in sample_ids(b)]
+        assert len(set(ids)) == 8 and set(ids) <= set(range(10))
+        epochs.append(ids)
+    assert len({tuple(e) for e in epochs}) == 3, "the order should change every epoch"
+
+
+def test_training_continues_an_epoch_stopped_early(tmp_path, device):
+    images, masks = write_identity_set(tmp_path, 12)
+    loader = dp.make_loader(images, masks, image_size=SIZE, batch_size=4, train=True,
+                            device=device, policy=only())
+    first = sample_ids(host(next(iter(loader))))  # like limit_train_batches=1
+    rest = [i for b in run_epoch(loader) for i in sample_ids(b)]
+    assert len(rest) == 8 and sorted(first + rest) == list(range(12))
+    batches = iter(loader)
+    for _ in range(len(loader)):  # a whole epoch without reaching StopIteration
+        next(batches)
+    assert len(run_epoch(loader)) == 3, "the next pass must be a whole new epoch"
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_shards_are_disjoint_and_complete(tmp_path, train, device):
+    count, shards, batch_size = 12, 3, 2
+    images, masks = write_identity_set(tmp_path, count)
+    seen = []
+    for shard_id in range(shards):
+        loader = dp.make_loader(images, masks, image_size=SIZE, batch_size=batch_size,
+                                train=train, device=device, shard_id=shard_id, num_shards=shards,
+                                policy=only(), seed=7 + shard_id)
+        assert len(loader) == 2
+        seen.append([i for b in run_epoch(loader) for i in sample_ids(b)])
+    assert sum(len(s) for s in seen) == count
+    assert sorted(i for s in seen for i in s) == list(range(count))
+
+
+def test_uneven_shards_cover_the_validation_set_once(tmp_path, device):
+    images, masks = write_identity_set(tmp_path, 11)
+    seen = []
+    for shard_id in range(2):
+        loader = dp.make_loader(images, masks, image_size=SIZE, batch_size=4, train=False,
+                                device=device, shard_id=shard_id, num_shards=2)
+        seen += [i for b in run_epoch(loader) for i in sample_ids(b)]
+    assert sorted(seen) == list(range(11))
+
+
+def matching_sample(image, label, candidates):
+    """Index of the one candidate (image, label) pair equal to ``image``, ``label``."""
+    hits = [i for i, (c_image, c_label) in enumerate(candidates)
+            if np.array_equal(image, c_image) and np.array_equal(label, c_label)]
+    assert len(hits) == 1, f"expected exactly one matching sample, found {len(hits)}"
+    return hits[0]
+
+
+def plain_batch(images, masks, batch_size, device):
+    batch = run_epoch(dp.make_loader(images, masks, image_size=SIZE, batch_size=batch_size,
+                                     train=False, device=device))[0]
+    return batch["image"], batch["label"]
+
+
+def test_flips_move_image_and_mask_exactly(tmp_path, device):
+    images, masks = write_pattern_set(tmp_path, 4)
+    plain_images, plain_labels = plain_batch(images, masks, 4, device)
+    flipped = [(np.flip(i, (1, 2)), np.flip(m, (1, 2))) for i, m in zip(plain_images, plain_labels)]
+    loader = dp.make_loader(images, masks, image_size=SIZE, batch_size=4, train=True,
+                            device=device, policy=only(horizontal_flip=1.0, vertical_flip=1.0))
+    batch = run_epoch(loader)[0]
+    found = [matching_sample(i, m, flipped)
+             for i, m in zip(batch["image"], batch["label"])]
+    assert sorted(found) == [0, 1, 2, 3]
+
+
+def test_affine_keeps_mask_on_the_pattern_and_masks_binary(tmp_path, device):
+    images, masks = write_pattern_set(tmp_path, 8)
+    loader = dp.make_loader(images, masks, image_size=SIZE, batch_size=8, train=True,
+                            device=device, policy=only(horizontal_flip=0.5, vertical_flip=0.5,
+                                                      affine=1.0))
+    _, plain_labels = plain_batch(images, masks, 8, device)
+    moved = 0
+    for _ in range(2):
+        batch = run_epoch(loader)[0]
+        image, label = batch["image"], batch["label"]
+        assert set(np.unique(label)) <= {0, 1}
+        for sample, mask in zip(image, label):
+            from_image = sample[0] > 127
+            agree = (from_image == mask[0].astype(bool)).mean()
+            iou = (from_image & mask[0].astype(bool)).sum() / (from_image | mask[0].astype(bool)).sum()
+            assert agree > 0.97 and iou > 0.8, (agree, iou)
+            moved += not any(np.array_equal(mask, m) for m in plain_labels)
+    assert moved >= 12, "the affine should move (nearly) every mask"
+
+
+def test_photometric_ops_change_the_image_only(tmp_path, device):
+    images, masks = write_pattern_set(tmp_path, 6)
+    plain_images, plain_labels = plain_batch(images, masks, 6, device)
+    photometric = only(brightness_contrast=1.0, gaussian_noise=1.0, gaussian_blur=1.0)
+    batch = run_epoch(dp.make_loader(images, masks, image_size=SIZE, batch_size=6, train=True,
+                                     device=device, policy=photometric))[0]
+    for image, label in zip(batch["image"], batch["label"]):
+        matches = [i for i, m in enumerate(plain_labels) if np.array_equal(m, label)]
+        assert len(matches) == 1, "each mask is one of the unaugmented masks, untouched"
+        assert not np.array_equal(image, plain_images[matches[0]])
+
+
+def test_disabled_ops_are_exact_identities(tmp_path, device):
+    images, masks = write_pattern_set(tmp_path, 4)
+    plain = list(zip(*plain_batch(images, masks, 4, device)))
+    batch = run_epoch(dp.make_loader(images, masks, image_size=SIZE, batch_size=4, train=True,
+                                     device=device, policy=only()))[0]
+    found = [matching_sample(i, m, plain)
+             for i, m in zip(batch["image"], batch["label"])]
+    assert sorted(found) == [0, 1, 2, 3]
+
+
+@needs_dali
+def test_mismatched_file_lists_are_rejected(tmp_path):
+    images, masks = write_identity_set(tmp_path, 3)
+    with pytest.raises(ValueError, match="pair up"):
+        dp.make_loader(images, masks[:2], image_size=SIZE, batch_size=2, train=False,
+                       device="cpu")

@@ -1,0 +1,143 @@
+"""The model factory, the LightningModule and the trainer on tiny in-memory batches (CPU)."""
+
+import dataclasses
+import math
+
+import pytest
+import segmentation_models_pytorch as smp
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from nailseg_common import models
+from nailseg_common.losses import symmetric_lovasz
+from nailseg_common.models import LitNailSegmentation, create_model, segmentation_loss
+from nailseg_common.profiles import PROFILES
+from nailseg_common.training import DataWaitTimer, make_trainer, read_metrics
+
+SIZE = 64
+ENCODER = "mobilenet_v2"  # the smallest smp encoder that needs no download; fast on CPU
+PROFILE = dataclasses.replace(PROFILES["smoke"], encoder=ENCODER, image_size=SIZE, batch_size=4, num_epochs=1,
+                              max_train_batches=2, max_valid_batches=1)
+
+
+class Batches(torch.utils.data.Dataset):
+    """Random uint8 images whose label is a bright square: the batch contract, in memory."""
+
+    def __init__(self, count: int):
+        generator = torch.Generator().manual_seed(0)
+        self.images = torch.randint(0, 100, (count, 3, SIZE, SIZE), dtype=torch.uint8, generator=generator)
+        self.labels = torch.zeros(count, 1, SIZE, SIZE, dtype=torch.uint8)
+        self.labels[:, :, 16:40, 20:44] = 1
+        self.images[:, :, 16:40, 20:44] = 220
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, index):
+        return {"image": self.images[index], "label": self.labels[index]}
+
+
+def loaders():
+    return DataLoader(Batches(8), batch_size=4), DataLoader(Batches(4), batch_size=4)
+
+
+@pytest.fixture(autouse=True)
+def runs_in_tmp(tmp_path, monkeypatch):
+    monkeypatch.setenv("NAILSEG_RUNS_DIR", str(tmp_path / "runs"))
+
+
+def test_create_model_returns_one_logit_channel():
+    model = create_model(ENCODER)
+    assert isinstance(model, smp.Unet)
+    assert model(torch.randn(2, 3, SIZE, SIZE)).shape == (2, 1, SIZE, SIZE)
+
+
+def test_offline_imagenet_weights_give_a_clear_error(monkeypatch):
+    def offline(**kwargs):
+        raise OSError("Name or service not known")
+
+    monkeypatch.setattr(models.smp, "Unet", offline)
+    with pytest.raises(RuntimeError, match="offline.*encoder_weights=None"):
+        create_model(ENCODER, encoder_weights="imagenet")
+
+
+def test_forward_takes_uint8_and_unit_float_alike():
+    module = LitNailSegmentation(ENCODER).eval()
+    image = torch.randint(0, 256, (2, 3, SIZE, SIZE), dtype=torch.uint8)
+    with torch.no_grad():
+        from_uint8 = module(image)
+        from_float = module(image.float() / 255)
+    assert from_uint8.shape == (2, 1, SIZE, SIZE) and from_uint8.dtype == torch.float32
+    assert torch.allclose(from_uint8, from_float, atol=1e-5)
+
+
+def test_two_step_fit_then_resume_continues_the_global_step():
+    train, valid = loaders()
+    module = LitNailSegmentation(ENCODER, lr=1e-3, num_epochs=2)
+    before = [p.detach().clone() for p in module.parameters()]
+    trainer = make_trainer(PROFILE, "fit", enable_progress_bar=False)
+    trainer.fit(module, train, valid)
+    assert trainer.global_step == 2
+    assert any(not torch.equal(a, b) for a, b in zip(before, module.parameters()))
+    metrics = read_metrics(trainer)
+    assert list(metrics.index) == [0]
+    assert {"train_loss", "val_loss", "val_dice", "val_iou"} <= set(metrics.columns)
+    assert metrics.notna().all().all()
+    assert 0.0 <= metrics.loc[0, "val_dice"] <= 1.0
+    last = trainer.checkpoint_callback.last_model_path
+    assert last.endswith("last.ckpt") and trainer.checkpoint_callback.best_model_path
+
+    resumed = make_trainer(dataclasses.replace(PROFILE, num_epochs=2), "fit", enable_progress_bar=False)
+    resumed.fit(LitNailSegmentation(ENCODER, lr=1e-3, num_epochs=2), train, valid, ckpt_path=last)
+    assert resumed.current_epoch == 2 and resumed.global_step == 4
+    assert list(read_metrics(resumed).index) == [1]
+
+
+class Recorder(nn.Module):
+    """A stand-in GPU augmentation that records what it saw and inverts the image."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def forward(self, image, label):
+        self.calls.append((image.dtype, image.max().item(), label.dtype))
+        return 1.0 - image, label
+
+
+def test_gpu_augmentation_runs_on_training_batches_only():
+    train, valid = loaders()
+    recorder = Recorder()
+    module = LitNailSegmentation(ENCODER, gpu_augmentation=recorder)
+    trainer = make_trainer(PROFILE, "augment", enable_progress_bar=False, enable_checkpointing=False)
+    trainer.fit(module, train, valid)  # 2 training batches, 1 validation batch
+    assert len(recorder.calls) == 2
+    dtype, top, label_dtype = recorder.calls[0]
+    assert dtype == torch.float32 and top <= 1.0 and label_dtype == torch.float32
+    batch = {"image": torch.full((1, 3, 4, 4), 255, dtype=torch.uint8),
+             "label": torch.ones(1, 1, 4, 4, dtype=torch.uint8)}
+    trainer.state.stage = "validate"
+    out = module.on_after_batch_transfer(batch, 0)
+    assert len(recorder.calls) == 2 and torch.equal(out["image"], torch.ones(1, 3, 4, 4))
+
+
+def test_data_wait_timer_records_every_step():
+    train, valid = loaders()
+    timer = DataWaitTimer()
+    trainer = make_trainer(PROFILE, "timer", enable_progress_bar=False, enable_checkpointing=False,
+                           callbacks=[timer])
+    trainer.fit(LitNailSegmentation(ENCODER), train, valid)
+    frame = timer.frame()
+    assert len(frame) == 2 and (frame[["wait_s", "step_s"]] > 0).all().all()
+    summary = timer.summary()
+    assert summary["steps"] == 1 and 0 < summary["wait_share"] < 1
+
+
+def test_training_loss_is_lovasz_plus_cross_entropy():
+    logits, target = torch.zeros(2, 1, 4, 4), torch.zeros(2, 1, 4, 4)
+    target[:, :, :2] = 1
+    lovasz = symmetric_lovasz(logits, target)
+    assert segmentation_loss(logits, target, bce_weight=0).item() == pytest.approx(lovasz.item())
+    # zero logits: the cross-entropy is ln 2 for every pixel
+    assert segmentation_loss(logits, target).item() == pytest.approx(lovasz.item() + math.log(2))
