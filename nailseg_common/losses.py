@@ -49,3 +49,17 @@ def symmetric_lovasz(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tenso
     """``0.5·(lovasz_hinge(logits, t) + lovasz_hinge(−logits, 1 − t))``, per image averaged."""
     targets = targets.float()
     return 0.5 * (lovasz_hinge(logits, targets) + lovasz_hinge(-logits, 1.0 - targets))
+
+
+def soft_dice_loss(logits: torch.Tensor, targets: torch.Tensor, smooth: float = 1.0) -> torch.Tensor:
+    """``1 − (2·Σpt + smooth) / (Σp + Σt + smooth)`` per image (``p = sigmoid(logits)``), averaged.
+
+    The smoothing term makes an empty target with an empty prediction cost 0.
+    """
+    if logits.shape != targets.shape:
+        raise ValueError(f"logits {tuple(logits.shape)} and targets {tuple(targets.shape)} "
+                         "must have the same shape (B×1×H×W).")
+    probs = torch.sigmoid(logits.float()).flatten(1)
+    targets = targets.float().flatten(1)
+    dice = (2.0 * (probs * targets).sum(1) + smooth) / (probs.sum(1) + targets.sum(1) + smooth)
+    return (1.0 - dice).mean()

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 from torchmetrics import MeanMetric
 
-from .losses import symmetric_lovasz
+from .losses import soft_dice_loss, symmetric_lovasz
 from .metrics import per_image_dice, per_image_iou
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -45,19 +45,21 @@ def to_unit_float(image: torch.Tensor) -> torch.Tensor:
     return image.float() / 255.0 if image.dtype == torch.uint8 else image.float()
 
 
-def segmentation_loss(logits: torch.Tensor, targets: torch.Tensor,
-                      bce_weight: float = 1.0) -> torch.Tensor:
-    """``symmetric_lovasz + bce_weight · binary cross-entropy``, in float32.
+def segmentation_loss(logits: torch.Tensor, targets: torch.Tensor, bce_weight: float = 1.0,
+                      dice_weight: float = 1.0) -> torch.Tensor:
+    """``symmetric_lovasz + bce_weight · BCE + dice_weight · soft_dice_loss``, in float32.
 
     The Lovász hinge optimises IoU but only asks for a margin of 1 (a background logit of
     −1 is already "right", yet its probability is 0.27) and learns slowly from random
-    weights; cross-entropy gets training going and calibrates the probabilities the soft
-    Dice is computed on. ``bce_weight=0`` trains on the Lovász hinge alone.
+    weights. Cross-entropy gets training going; the soft-Dice term pushes the
+    probabilities the validation Dice is computed on towards 0 and 1.
+    ``bce_weight=dice_weight=0`` trains on the Lovász hinge alone.
     """
     loss = symmetric_lovasz(logits, targets)
     if bce_weight:
-        bce = F.binary_cross_entropy_with_logits(logits.float(), targets.float())
-        loss = loss + bce_weight * bce
+        loss = loss + bce_weight * F.binary_cross_entropy_with_logits(logits.float(), targets.float())
+    if dice_weight:
+        loss = loss + dice_weight * soft_dice_loss(logits, targets)
     return loss
 
 
@@ -76,7 +78,7 @@ class LitNailSegmentation(pl.LightningModule):
     def __init__(self, encoder: str = "resnet34", lr: float = 1e-3, num_epochs: int = 1,
                  gpu_augmentation: nn.Module | None = None, encoder_weights: str | None = None,
                  channels_last: bool | None = None, weight_decay: float = 1e-4,
-                 bce_weight: float = 1.0):
+                 bce_weight: float = 1.0, dice_weight: float = 1.0):
         super().__init__()
         self.save_hyperparameters(ignore=["gpu_augmentation"])
         self.model = create_model(encoder, encoder_weights)
@@ -111,7 +113,8 @@ class LitNailSegmentation(pl.LightningModule):
         return {"image": image, "label": label}
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        loss = segmentation_loss(self(batch["image"]), batch["label"], self.hparams.bce_weight)
+        loss = segmentation_loss(self(batch["image"]), batch["label"], self.hparams.bce_weight,
+                                 self.hparams.dice_weight)
         self.log("train_loss", loss, on_step=False, on_epoch=True,
                  batch_size=batch["image"].shape[0])
         return loss
@@ -121,7 +124,7 @@ class LitNailSegmentation(pl.LightningModule):
         label = batch["label"]
         self.val_dice.update(per_image_dice(logits, label))
         self.val_iou.update(per_image_iou(logits, label))
-        loss = segmentation_loss(logits, label, self.hparams.bce_weight)
+        loss = segmentation_loss(logits, label, self.hparams.bce_weight, self.hparams.dice_weight)
         self.log("val_loss", loss, on_step=False, on_epoch=True, batch_size=label.shape[0])
         self.log("val_dice", self.val_dice, on_step=False, on_epoch=True, prog_bar=True)
         self.log("val_iou", self.val_iou, on_step=False, on_epoch=True)

@@ -45,7 +45,7 @@ PROFILES: dict[str, Profile] = {
     ),
     "gpu": Profile(
         name="gpu", accelerator="gpu", num_images=1200, image_size=384, batch_size=32,
-        num_epochs=30, encoder="resnet34", num_workers=15, precision="bf16-mixed", lr=1e-3,
+        num_epochs=120, encoder="resnet34", num_workers=15, precision="bf16-mixed", lr=1e-3,
         bench_repeats=5, bench_steps=50,
     ),
 }

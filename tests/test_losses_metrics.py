@@ -7,7 +7,7 @@ import torch
 from segmentation_models_pytorch.losses import LovaszLoss
 from torchmetrics.functional.classification import binary_jaccard_index
 
-from nailseg_common.losses import lovasz_hinge, symmetric_lovasz
+from nailseg_common.losses import lovasz_hinge, soft_dice_loss, symmetric_lovasz
 from nailseg_common.metrics import (
     binary_dice_coefficient,
     binary_mean_iou,
@@ -124,3 +124,13 @@ def test_iou_matches_torchmetrics_per_image():
     expected = torch.stack([binary_jaccard_index(torch.sigmoid(logit), t)
                             for logit, t in zip(logits, target)])
     assert torch.allclose(per_image_iou(logits, target), expected)
+
+
+def test_soft_dice_loss_perfect_inverted_and_empty():
+    target = torch.zeros(2, 1, 4, 4)
+    target[0, :, :2] = 1  # image 0: half nail; image 1: empty
+    confident = (target * 2 - 1) * 50  # sigmoid saturates to the target
+    assert soft_dice_loss(confident, target).item() == pytest.approx(0.0, abs=1e-6)
+    # inverted: image 0 scores (0 + 1) / (8 + 8 + 1), image 1 (0 + 1) / (16 + 0 + 1)
+    expected = ((1 - 1 / 17) + (1 - 1 / 17)) / 2
+    assert soft_dice_loss(-confident, target).item() == pytest.approx(expected, abs=1e-6)

@@ -134,10 +134,14 @@ def test_data_wait_timer_records_every_step():
     assert summary["steps"] == 1 and 0 < summary["wait_share"] < 1
 
 
-def test_training_loss_is_lovasz_plus_cross_entropy():
+def test_training_loss_is_lovasz_plus_cross_entropy_plus_soft_dice():
     logits, target = torch.zeros(2, 1, 4, 4), torch.zeros(2, 1, 4, 4)
     target[:, :, :2] = 1
     lovasz = symmetric_lovasz(logits, target)
-    assert segmentation_loss(logits, target, bce_weight=0).item() == pytest.approx(lovasz.item())
+    assert segmentation_loss(logits, target, bce_weight=0, dice_weight=0).item() == pytest.approx(lovasz.item())
     # zero logits: the cross-entropy is ln 2 for every pixel
-    assert segmentation_loss(logits, target).item() == pytest.approx(lovasz.item() + math.log(2))
+    assert segmentation_loss(logits, target, dice_weight=0).item() == pytest.approx(
+        lovasz.item() + math.log(2))
+    # and p = 0.5 on 16 pixels, 8 of them nail: soft Dice (2·4 + 1) / (8 + 8 + 1) = 9/17
+    assert segmentation_loss(logits, target).item() == pytest.approx(
+        lovasz.item() + math.log(2) + 8 / 17)
