@@ -45,8 +45,10 @@ $(BUILD)/notebooks/%.ipynb: notebooks/%.ipynb $(ENV_STAMP)
 blog: env  ## render build/notebooks into Jekyll posts (build/blog) and a static site (build/site)
 	$(PY) -m nailseg_common.blog --notebooks $(BUILD)/notebooks --posts $(BUILD)/blog/_posts --site $(BUILD)/site
 
-bench: env  ## benchmark every input pipeline into results/ (meant for a GPU machine)
-	$(PY) -m nailseg_common.benchmark --out results/benchmark_$$(date +%Y%m%d).json
+# The committed reference was made on an H100 with BENCH_OUT=results/benchmark_h100.json.
+BENCH_OUT ?= results/benchmark_local.json
+bench: env  ## benchmark every input pipeline against the bound into $(BENCH_OUT) (meant for a GPU)
+	$(PY) -m nailseg_common.benchmark --out $(BENCH_OUT)
 
 test: env browser  ## unit tests and every notebook (smoke profile), as CI runs them
 	NAILSEG_PROFILE=smoke $(PY) -m pytest --nbmake --nbmake-timeout=900 tests notebooks

@@ -40,13 +40,13 @@ PROFILES: dict[str, Profile] = {
     ),
     "cpu": Profile(
         name="cpu", accelerator="cpu", num_images=400, image_size=128, batch_size=16,
-        num_epochs=8, encoder="resnet18", num_workers=2, precision="32-true", lr=2e-3,
+        num_epochs=15, encoder="resnet18", num_workers=2, precision="32-true", lr=2e-3,
         bench_repeats=3, bench_steps=5,
     ),
     "gpu": Profile(
         name="gpu", accelerator="gpu", num_images=1200, image_size=384, batch_size=32,
         num_epochs=120, encoder="resnet34", num_workers=15, precision="bf16-mixed", lr=1e-3,
-        bench_repeats=5, bench_steps=50,
+        bench_repeats=5, bench_steps=30,
     ),
 }
 
