@@ -38,9 +38,9 @@ data: env  ## generate the synthetic set (or check NAILSEG_DATA_ROOT) and prepar
 notebooks: $(EXECUTED)  ## execute every notebook headlessly into build/notebooks
 
 $(BUILD)/notebooks/%.ipynb: notebooks/%.ipynb $(ENV_STAMP)
-	@mkdir -p $(@D)
-	$(VENV)/bin/papermill --kernel python3 --cwd notebooks --progress-bar $< $@.part
-	@mv $@.part $@
+	@mkdir -p $(@D) $(BUILD)/partial
+	$(VENV)/bin/papermill --kernel python3 --cwd notebooks --progress-bar $< $(BUILD)/partial/$(@F)
+	@mv $(BUILD)/partial/$(@F) $@
 
 blog: env  ## render build/notebooks into Jekyll posts (build/blog) and a static site (build/site)
 	$(PY) -m nailseg_common.blog --notebooks $(BUILD)/notebooks --posts $(BUILD)/blog/_posts --site $(BUILD)/site
