@@ -58,6 +58,12 @@ def valid_transform(image_size: int) -> A.Compose:
     return A.Compose([resize(image_size)])
 
 
+def augment_pairs(transform: A.Compose, images, masks) -> tuple[np.ndarray, np.ndarray]:
+    """``transform`` on each HxWx3 uint8 image and HxW mask: (N×S×S×3 floats in [0, 1], N×S×S)."""
+    pairs = [transform(image=image, mask=mask) for image, mask in zip(images, masks, strict=True)]
+    return np.stack([p["image"] for p in pairs]) / 255.0, np.stack([p["mask"] for p in pairs])
+
+
 def gallery_panels(images: list[np.ndarray], masks: list[np.ndarray], image_size: int,
                    draws: int = 3, seed: int = 0) -> dict:
     """Each image resized, then ``draws`` random passes of the training transform.
@@ -65,12 +71,8 @@ def gallery_panels(images: list[np.ndarray], masks: list[np.ndarray], image_size
     ``images`` are ``HxWx3 uint8``, ``masks`` ``HxW`` {0, 1}. Returns ``{name: (N×S×S×3
     float images in [0, 1], N×S×S masks)}`` for ``plots.plot_augmentation_gallery``.
     """
-    def panel(transform: A.Compose) -> tuple[np.ndarray, np.ndarray]:
-        pairs = [transform(image=image, mask=mask) for image, mask in zip(images, masks)]
-        return (np.stack([p["image"] for p in pairs]) / 255.0, np.stack([p["mask"] for p in pairs]))
-
-    panels = {"resized": panel(valid_transform(image_size))}
+    panels = {"resized": augment_pairs(valid_transform(image_size), images, masks)}
     augment = train_transform(image_size, seed=seed)
     for draw in range(1, draws + 1):
-        panels[f"augmented #{draw}"] = panel(augment)
+        panels[f"augmented #{draw}"] = augment_pairs(augment, images, masks)
     return panels

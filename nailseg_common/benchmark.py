@@ -36,7 +36,6 @@ import dataclasses
 import datetime
 import gc
 import json
-import logging
 import os
 import platform
 import statistics
@@ -315,23 +314,11 @@ class _ClockCallback(pl.Callback):
 
 
 @contextlib.contextmanager
-def _quiet_lightning() -> Iterator[None]:
-    """Hide Lightning's start-up chatter and two hints that do not apply here.
-
-    Zero workers is measured on purpose, and the benchmark trains without validation.
-    """
-    loggers = [logging.getLogger(name) for name in ("pytorch_lightning", "lightning.pytorch")]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(logging.WARNING)
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
-            warnings.filterwarnings("ignore", message=r".*`validation_step` but have no `val_dataloader`.*")
-            yield
-    finally:
-        for logger, level in zip(loggers, levels):
-            logger.setLevel(level)
+def _without_validation_hint() -> Iterator[None]:
+    """The benchmark trains without validation on purpose; Lightning's hint about it is noise."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*`validation_step` but have no `val_dataloader`.*")
+        yield
 
 
 def measure_training(loader: Iterable[dict], profile: Profile, warmup: int, steps: int, repeats: int,
@@ -345,7 +332,7 @@ def measure_training(loader: Iterable[dict], profile: Profile, warmup: int, step
     torch.manual_seed(0)
     model = LitNailSegmentation(encoder=profile.encoder, lr=profile.lr, num_epochs=1,
                                 gpu_augmentation=augmentation)
-    with _quiet_lightning(), contextlib.closing(clock):
+    with _without_validation_hint(), contextlib.closing(clock):
         trainer = make_trainer(  # the course's Trainer, minus logging, checkpoints and validation
             profile, "benchmark", max_steps=clock.total_batches, max_epochs=-1,
             limit_train_batches=1.0, limit_val_batches=0, logger=False, enable_checkpointing=False,
@@ -380,12 +367,7 @@ def default_pipelines(profile: Profile, location: DataLocation,
     from .gpu_augmentation import KorniaAugmentation
 
     def loader_of(make_datamodule):
-        def make():
-            datamodule = make_datamodule()
-            datamodule.prepare_data()
-            datamodule.setup("fit")
-            return datamodule.train_dataloader()
-        return make
+        return lambda: train_loader_of(make_datamodule())
 
     pipelines = [
         Pipeline(f"albumentations_w{n}", "albumentations",
@@ -411,6 +393,13 @@ def default_pipelines(profile: Profile, location: DataLocation,
     if dali_available():
         pipelines.append(Pipeline("dali", "dali", loader_of(lambda: DALINailDataModule(location, profile))))
     return pipelines
+
+
+def train_loader_of(datamodule: pl.LightningDataModule) -> Iterable[dict]:
+    """The training loader of ``datamodule``, prepared and set up as ``Trainer.fit`` would."""
+    datamodule.prepare_data()
+    datamodule.setup("fit")
+    return datamodule.train_dataloader()
 
 
 def _free_memory() -> None:

@@ -43,6 +43,7 @@ import torch.nn.functional as F
 from kornia.filters import filter2d_separable, get_gaussian_kernel1d
 from torch import nn
 
+from .models import to_unit_float
 from .policy import POLICY, PolicyOp
 
 IMPLEMENTATIONS = ("fused", "sequential")
@@ -90,8 +91,7 @@ def _to_unit_float(image: torch.Tensor, label: torch.Tensor) -> tuple[torch.Tens
     if image.shape[0] != label.shape[0] or image.shape[2:] != label.shape[2:]:
         raise ValueError(f"Image {tuple(image.shape)} and label {tuple(label.shape)} differ in "
                          "batch size or spatial size.")
-    image = image.float() / 255 if image.dtype == torch.uint8 else image.float()
-    return image, label.float()
+    return to_unit_float(image), label.float()
 
 
 class KorniaAugmentation(nn.Module):
@@ -229,16 +229,12 @@ def gallery_panels(images: torch.Tensor, labels: torch.Tensor, seed: int = 0) ->
     """The same uint8 batch (``N×3×S×S``, ``N×1×S×S``) as input, through Albumentations and both
     Kornia implementations: ``{name: (N×S×S×3 float images in [0, 1], N×S×S masks)}``."""
     import albumentations as A
-    import numpy as np
 
-    from .augmentation import policy_transforms
+    from .augmentation import augment_pairs, policy_transforms
 
-    albumentations = A.Compose(policy_transforms(), seed=seed)
-    pairs = [albumentations(image=i.permute(1, 2, 0).numpy(), mask=m[0].numpy())
-             for i, m in zip(images, labels)]
-    panels = {"input (resized)": (images.permute(0, 2, 3, 1).numpy() / 255, labels[:, 0].numpy()),
-              "Albumentations": (np.stack([p["image"] for p in pairs]) / 255,
-                                 np.stack([p["mask"] for p in pairs]))}
+    hwc, masks = images.permute(0, 2, 3, 1).numpy(), labels[:, 0].numpy()
+    panels = {"input (resized)": (hwc / 255, masks),
+              "Albumentations": augment_pairs(A.Compose(policy_transforms(), seed=seed), hwc, masks)}
     for implementation in ("fused", "sequential"):
         image, label = KorniaAugmentation(implementation=implementation, seed=seed)(images, labels)
         panels[f"Kornia {implementation}"] = (image.permute(0, 2, 3, 1).numpy(), label[:, 0].numpy())
