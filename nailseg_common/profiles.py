@@ -11,6 +11,8 @@ import dataclasses
 import os
 from dataclasses import dataclass
 
+import torch
+
 
 @dataclass(frozen=True)
 class Profile:
@@ -30,6 +32,12 @@ class Profile:
     max_valid_batches: int | None = None
     bench_repeats: int = 3
     bench_steps: int = 20
+    compare_epochs: int = 1  # epochs of the speed-only comparison runs in notebooks 03 and 04
+
+    @property
+    def device(self) -> torch.device:
+        """The one device this run uses, decided by ``accelerator`` (checked by :func:`select_profile`)."""
+        return torch.device("cuda" if self.accelerator == "gpu" else "cpu")
 
 
 PROFILES: dict[str, Profile] = {
@@ -46,15 +54,13 @@ PROFILES: dict[str, Profile] = {
     "gpu": Profile(
         name="gpu", accelerator="gpu", num_images=1200, image_size=384, batch_size=32,
         num_epochs=120, encoder="resnet34", num_workers=15, precision="bf16-mixed", lr=1e-3,
-        bench_repeats=5, bench_steps=30,
+        bench_repeats=5, bench_steps=30, compare_epochs=3,
     ),
 }
 
 
 def gpu_available() -> bool:
     """True when PyTorch sees a CUDA device."""
-    import torch
-
     return torch.cuda.is_available()
 
 
@@ -77,11 +83,14 @@ def select_profile(name: str | None = None, **overrides) -> Profile:
         raise ValueError(f"Unknown profile {name!r}: choose one of {sorted(PROFILES)} "
                          "(set NAILSEG_PROFILE or the notebook's `profile` parameter).")
     profile = PROFILES[name]
-    if profile.accelerator == "gpu" and not gpu_available():
-        raise RuntimeError(f"Profile {name!r} needs a CUDA GPU and none was found: "
-                           "use profile 'cpu' (or 'smoke') on this machine.")
     fields = {f.name for f in dataclasses.fields(Profile)}
     unknown = set(overrides) - fields
     if unknown:
         raise ValueError(f"Unknown profile fields {sorted(unknown)}; known: {sorted(fields)}")
-    return dataclasses.replace(profile, **{k: v for k, v in overrides.items() if v is not None})
+    profile = dataclasses.replace(profile, **{k: v for k, v in overrides.items() if v is not None})
+    if profile.accelerator not in ("cpu", "gpu"):
+        raise ValueError(f"accelerator must be 'cpu' or 'gpu', not {profile.accelerator!r}.")
+    if profile.accelerator == "gpu" and not gpu_available():
+        raise RuntimeError(f"Profile {name!r} needs a CUDA GPU and none was found: "
+                           "use profile 'cpu' (or 'smoke'), or accelerator='cpu', on this machine.")
+    return profile

@@ -18,17 +18,18 @@ import yaml
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from nailseg_common import blog, paths
+from nailseg_common import paths
+from nailseg_common.publishing import blog
 
+TITLE = "01 · A test post: figures & paths"  # from the first heading, not the metadata
 BLOG_META = {
-    "title": "A test post: figures & paths",
     "description": "Checks the renderer end to end.",
     "categories": ["testing", "jekyll"],
     "date": "2026-11-23",
 }
 
 GOOD_CELLS = [
-    new_markdown_cell("# 01 · A test post\n\nIntro paragraph with math $x^2$."),
+    new_markdown_cell(f"# {TITLE}\n\nIntro paragraph with math $x^2$."),
     new_code_cell('profile = ""', metadata={"tags": ["parameters"]}),
     new_code_cell(
         "import sys, warnings\n"
@@ -82,9 +83,9 @@ def rendered(tmp_path_factory):
     notebooks = root / "notebooks"
     notebooks.mkdir()
     execute(GOOD_CELLS, notebooks / "01_test_post.ipynb")
-    second = {**BLOG_META, "title": "Second post", "date": "2026-11-24"}
+    second = {**BLOG_META, "date": "2026-11-24"}
     execute(
-        [new_markdown_cell("# 02 · Second\n\nMore."), new_code_cell('print("second")')],
+        [new_markdown_cell("# Second post\n\nMore."), new_code_cell('print("second")')],
         notebooks / "02_second.ipynb",
         blog_meta=second,
     )
@@ -106,7 +107,7 @@ def test_posts_have_valid_front_matter(rendered):
     meta, _ = split_post(posts[0])
     assert meta == {
         "layout": "post",
-        "title": BLOG_META["title"],
+        "title": TITLE,
         "description": BLOG_META["description"],
         "toc": True,
         "categories": ["testing", "jekyll"],
@@ -152,25 +153,26 @@ def test_posts_read_clean(rendered):
 def test_a_notebook_with_an_error_stops_the_render(tmp_path):
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
-    execute([new_code_cell("1 / 0")], notebooks / "03_broken.ipynb", allow_errors=True)
-    with pytest.raises(blog.BlogError, match=r"03_broken\.ipynb: cell 0 .*ZeroDivisionError"):
+    execute([new_markdown_cell("# Broken"), new_code_cell("1 / 0")], notebooks / "03_broken.ipynb", allow_errors=True)
+    with pytest.raises(blog.BlogError, match=r"03_broken\.ipynb: cell 1 .*ZeroDivisionError"):
         blog.render(notebooks, tmp_path / "_posts", tmp_path / "site")
     assert not (tmp_path / "_posts").exists() and not (tmp_path / "site").exists()
 
 
 def test_figures_lost_to_a_non_inline_backend_stop_the_render(tmp_path):
     execute(
-        [new_code_cell("import matplotlib.pyplot as plt\nplt.plot([0, 1])\nplt.show()")],
+        [new_markdown_cell("# Agg"),
+         new_code_cell("import matplotlib.pyplot as plt\nplt.plot([0, 1])\nplt.show()")],
         tmp_path / "05_agg.ipynb",
         mpl_backend="Agg",  # what papermill's kernel inherits from `export MPLBACKEND=Agg`
     )
-    with pytest.raises(blog.BlogError, match=r"05_agg\.ipynb: cell 0 calls plt.show\(\)"):
+    with pytest.raises(blog.BlogError, match=r"05_agg\.ipynb: cell 1 calls plt.show\(\)"):
         blog.render(tmp_path, tmp_path / "_posts", tmp_path / "site")
 
 
 def test_unexecuted_notebook_and_bad_metadata_are_named(tmp_path, capsys):
     nb = new_notebook(cells=[new_code_cell("print(1)")])
-    nb.metadata.blog = {"title": "t", "description": "d", "categories": [], "date": "23/11/2026"}
+    nb.metadata.blog = {"description": "d", "categories": [], "date": "23/11/2026"}
     nbformat.write(nb, tmp_path / "04_raw.ipynb")
     assert blog.main(["--notebooks", str(tmp_path), "--posts", str(tmp_path / "p")]) == 1
     err = capsys.readouterr().err
@@ -313,7 +315,7 @@ def test_site_opens_in_a_browser_without_console_errors(browser, rendered, tmp_p
     index_shot = browser.screenshot(tmp_path / "index.png")
 
     assert browser.open((site / "01-test-post.html").as_uri()) == []
-    assert browser.evaluate("document.title") == BLOG_META["title"]
+    assert browser.evaluate("document.title") == TITLE
     outputs = browser.evaluate(
         "Array.from(document.querySelectorAll('.jp-OutputArea-output'), e => e.innerText).join()"
     )

@@ -1,6 +1,6 @@
 """Blog posts and a browsable site from the executed course notebooks.
 
-``python -m nailseg_common.blog --notebooks build/notebooks --posts build/blog/_posts
+``python -m nailseg_common.publishing.blog --notebooks build/notebooks --posts build/blog/_posts
 --site build/site`` writes
 
 * one Jekyll post per notebook, ``<posts>/YYYY-MM-DD-<slug>.md``, front matter from the
@@ -45,6 +45,7 @@ from nbconvert import HTMLExporter, MarkdownExporter
 from traitlets.config import Config
 
 from nailseg_common import paths
+from nailseg_common.publishing.export import ExportError, notebook_title
 
 ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 # ``warnings.formatwarning``: "<file>:<line>: <Category>: <message>", then the source
@@ -216,12 +217,15 @@ def _problems(notebook: nbformat.NotebookNode) -> list[str]:
     blog = notebook.metadata.get("blog")
     if not isinstance(blog, dict):
         problems.append(
-            'no "blog" notebook metadata: add {"title", "description", "categories", "date"}'
+            'no "blog" notebook metadata: add {"description", "categories", "date"}'
         )
     else:
-        for key in ("title", "description"):
-            if not isinstance(blog.get(key), str) or not blog[key].strip():
-                problems.append(f'blog metadata "{key}" must be a non-empty string')
+        if not isinstance(blog.get("description"), str) or not blog["description"].strip():
+            problems.append('blog metadata "description" must be a non-empty string')
+        try:
+            notebook_title(notebook)
+        except ExportError:
+            problems.append("no '# Title' heading in the first markdown cell")
         categories = blog.get("categories")
         if not (
             isinstance(categories, list)
@@ -263,7 +267,7 @@ def load_article(path: Path, replacements: dict[str, str]) -> Article:
         cell.source = replace_local_paths(cell.source, replacements)
         if cell.cell_type == "code":
             cell.outputs = _clean_outputs(cell.outputs, replacements)
-    meta = dict(notebook.metadata.blog)
+    meta = {**notebook.metadata.blog, "title": notebook_title(notebook)}
     return Article(source=path, slug=slugify(path.stem), meta=meta, notebook=notebook)
 
 

@@ -1,0 +1,353 @@
+# ---
+# jupyter:
+#   blog:
+#     categories:
+#     - data
+#     - segmentation
+#     - pytorch
+#     date: '2026-11-23'
+#     description: A synthetic nail dataset in the real layout, validation with clear
+#       errors, a stratified split, CSV files and .npy arrays for DALI.
+#   jupytext:
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: blog
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 01 · Data preparation
+#
+# Every later notebook trains on the same files, so this one builds them: photos of fingers
+# and their nail masks, checked, split into a training and a validation set, listed in CSV
+# files and converted to `.npy` arrays that NVIDIA DALI can read straight into GPU memory.
+# Without a real dataset the course generates a synthetic one: procedurally drawn fingers
+# with polished or nude nails on cluttered backgrounds, in exactly the layout of the real set.
+#
+# ## What you'll learn
+#
+# - the dataset layout (`Images/1..4`, `Masks/1..4`) and what the four types are
+# - how the synthetic nail photos are made, and why they are not trivial to segment
+# - validating image/mask pairs, and the clear errors you get for bad files
+# - a reproducible train/valid split stratified by type, written to `csv_file/*.csv`
+# - converting to `.npy` for DALI, and why the preparation is safe to re-run
+# - looking at the data: samples per type, image sizes, how much of an image is nail
+#
+# > Runs everywhere: nothing here needs a GPU. A `cpu` or `gpu` profile only makes the
+# > synthetic set larger.
+
+# %% tags=["parameters"]
+profile = ""       # "smoke", "cpu" or "gpu"; "" = $NAILSEG_PROFILE, else chosen from the hardware
+data_root = ""     # a real dataset (Images/1..4, Masks/1..4); "" = the synthetic set
+num_epochs = None  # None = the profile's value
+seed = 0           # seed of the train/valid split
+
+# %%
+from nailseg_common.environment import environment_report
+from nailseg_common.preparation import ensure_prepared
+from nailseg_common.profiles import select_profile
+
+cfg = select_profile(profile, num_epochs=num_epochs)
+print(environment_report(cfg))
+data = ensure_prepared(cfg, data_root, seed=seed)
+print("data:", data.raw)
+
+# %% [markdown]
+# That one call did everything this notebook explains step by step: it generated the
+# synthetic set (unless you gave a real one), validated it, split it and converted it.
+# Every other notebook starts with the same call; when nothing changed it returns at once.
+#
+# ## The layout
+#
+# Images and masks live in parallel folders, one sub-folder per type, with the same file
+# names. Real sets come as PNG or JPEG; a mask may have a different extension than its image.
+#
+# ```
+# <data root>/
+#   Images/1/00000.png   Masks/1/00000.png
+#   Images/2/...         Masks/2/...
+#   Images/3/...         Masks/3/...
+#   Images/4/...         Masks/4/...
+# ```
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from nailseg_common import synthetic
+from nailseg_common.preparation import find_pairs
+
+pairs = find_pairs(data.raw)
+print(f"{len(pairs)} image/mask pairs ({'synthetic' if data.synthetic else 'real'} set)")
+for p in pairs[:3]:
+    print(" ", p.image.relative_to(data.raw), "<->", p.mask.relative_to(data.raw))
+pd.Series([p.type for p in pairs]).value_counts().sort_index().rename_axis("type").to_frame("pairs")
+
+# %% [markdown]
+# ## How the synthetic photos are made
+#
+# The synthetic types differ the way the real ones might:
+
+# %%
+for kind, description in synthetic.TYPE_DESCRIPTIONS.items():
+    print(f"type {kind}: {description}")
+
+# %% [markdown]
+# Each picture is drawn with NumPy and Pillow: a textured background (gradients, blotches,
+# stripes) with clutter in it, then fingers shaded like cylinders, in skin tones from light
+# to dark, with knuckle creases. Nails are oval, square, almond or stiletto shaped,
+# polished in one of many colours or left nude, with a glossy highlight. Lighting
+# gradients, colour casts, noise, blur and JPEG artefacts come last.
+#
+# Sample `i` depends only on `(seed, i)` through a NumPy `Generator`, so the same seed gives
+# the same bytes on every machine. Here is one sample of each type with its mask:
+
+# %%
+fig, axes = plt.subplots(2, 4, figsize=(12, 5.5))
+for index in range(4):
+    kind, image, mask = synthetic.synthetic_sample(seed=0, index=index)
+    axes[0, index].imshow(image)
+    axes[0, index].set_title(f"type {kind}: {image.shape[1]}x{image.shape[0]}", fontsize=9)
+    axes[1, index].imshow(mask, cmap="gray")
+for ax in axes.flat:
+    ax.set_axis_off()
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The set is made to be *hard enough*: polish colours also appear in the background
+# (coloured blobs, glossy beads), skin-coloured fingers seen from the palm side carry no
+# nail, and nude nails have almost the colour of the skin around them. No single threshold
+# on a colour channel finds the nails, so a model has to learn shape and context. Let's
+# check that claim on a few images: the best threshold on any channel, in either direction.
+
+# %%
+samples = [synthetic.synthetic_sample(0, i)[1:] for i in range(8)]
+pixels = np.concatenate([img.reshape(-1, 3) for img, _ in samples]).astype(int)
+nail = np.concatenate([m.reshape(-1) for _, m in samples]).astype(bool)
+
+def best_threshold_iou(values):
+    in_nail, in_rest = (np.bincount(values[sel], minlength=256) for sel in (nail, ~nail))
+    best = 0.0
+    for a, b in ((in_nail, in_rest), (in_nail[::-1], in_rest[::-1])):  # >= t and <= t
+        hits, false = np.cumsum(a[::-1]), np.cumsum(b[::-1])
+        best = max(best, float(np.max(hits / (nail.sum() + false))))
+    return best
+
+for name, values in zip("RGB", pixels.T):
+    print(f"best IoU of one threshold on {name}: {best_threshold_iou(values):.2f}")
+
+# %% [markdown]
+# The models in notebook 02 reach a far higher IoU. Generating is quick (the `cpu`
+# profile's 400 images take well under a minute on one core), and
+# `generate_synthetic_dataset(root, num_images, seed)` writes a set anywhere:
+#
+# ```python
+# from nailseg_common.synthetic import generate_synthetic_dataset
+# generate_synthetic_dataset("my-nails", num_images=400, seed=1)
+# ```
+#
+# It writes into a temporary folder next to `root` and renames it at the end, with a small
+# `manifest.json` (seed, count, generator version). An interrupted run leaves no
+# half-written set behind, and `ensure_prepared` only regenerates when the manifest does
+# not match.
+#
+# ## Reading images and masks
+#
+# `read_rgb` turns any image into `HxWx3 uint8` (RGBA loses its alpha, grayscale is
+# repeated). `read_binary_mask` turns any mask into `{0, 1}`: a pixel is nail when its
+# brightest channel is at least `MASK_THRESHOLD`. That handles 0/255, 0/1, antialiased,
+# coloured and JPEG masks alike:
+
+# %%
+import io
+
+from PIL import Image
+
+from nailseg_common.images import MASK_THRESHOLD, read_binary_mask
+
+antialiased = np.array([[0, 30, 90, 127, 128, 180, 255]], dtype=np.uint8)
+buffer = io.BytesIO()
+Image.fromarray(antialiased).save(buffer, format="PNG")
+print("threshold:", MASK_THRESHOLD)
+print("mask values:", antialiased[0])
+print("binarized:  ", read_binary_mask(buffer)[0])
+
+# %% [markdown]
+# ## Validation: errors that say what to fix
+#
+# Before anything is written, every pair is checked: images without a mask and masks
+# without an image are listed, unreadable files are named, image and mask must have the
+# same size, and each type must have enough images for both splits. Here we break a copy
+# of a few files on purpose:
+
+# %%
+import shutil
+import tempfile
+from pathlib import Path
+
+from nailseg_common.images import DataError
+from nailseg_common.preparation import prepare_dataset
+
+with tempfile.TemporaryDirectory() as tmp:
+    broken = Path(tmp) / "broken"
+    for p in pairs[:4] + pairs[-4:]:
+        for path in (p.image, p.mask):
+            target = broken / path.relative_to(data.raw)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, target)
+    first = pairs[0]
+    (broken / first.mask.relative_to(data.raw)).unlink()  # an image without its mask
+    try:
+        prepare_dataset(broken, Path(tmp) / "prepared", progress=False)
+    except DataError as error:
+        print(str(error).replace(tmp, "<tmp>"))
+    shutil.copy(first.mask, broken / first.mask.relative_to(data.raw))
+    (broken / pairs[-1].image.relative_to(data.raw)).write_bytes(b"not a png")  # a corrupt file
+    try:
+        prepare_dataset(broken, Path(tmp) / "prepared", progress=False)
+    except DataError as error:
+        print("\n" + str(error).replace(tmp, "<tmp>"))
+    print("\nanything written?", (Path(tmp) / "prepared").exists())
+
+# %% [markdown]
+# ## The split
+#
+# Each type contributes 20 % of its images (rounded, at least one) to the validation set, chosen
+# with a seeded random permutation. Stratifying by type keeps the rare kinds of photo in
+# both sets; the seed makes the split the same on every run. A type with a single image
+# cannot be split, and says so.
+
+# %%
+from nailseg_common.preparation import read_split
+
+train, valid = read_split(data, "train"), read_split(data, "valid")
+counts = pd.concat({"train": train["type"].value_counts(), "valid": valid["type"].value_counts()},
+                   axis=1).sort_index().rename_axis("type")
+counts["valid %"] = (100 * counts["valid"] / (counts["train"] + counts["valid"])).round(1)
+print("images in both splits:", len(set(train["image"]) & set(valid["image"])))
+counts
+
+# %% [markdown]
+# The split is written, as in the original series, to `csv_file/train.csv` and
+# `csv_file/valid.csv`. Paths in the files are relative (to the data root for `image` and
+# `mask`, to the prepared folder for the `.npy` files), so the folder can move;
+# `read_split` makes them absolute.
+
+# %%
+pd.read_csv(data.train_csv).head()
+
+# %% [markdown]
+# ## `.npy` files for DALI
+#
+# DALI's `fn.readers.numpy` reads arrays straight into (GPU) memory without decoding, so
+# every pair is also stored as an image `HxWx3 uint8` and a mask `HxWx1 uint8` in `{0, 1}`,
+# at the original size. They are larger than PNGs: decoding is traded for bytes.
+
+# %%
+row = train.iloc[0]
+image, mask = np.load(row["npy_image"]), np.load(row["npy_mask"])
+print("image", image.shape, image.dtype, "| mask", mask.shape, mask.dtype, np.unique(mask))
+
+def megabytes(paths):
+    return sum(Path(p).stat().st_size for p in paths) / 1e6
+
+both = pd.concat([train, valid])
+print(f"PNG/JPEG: {megabytes(both['image']) + megabytes(both['mask']):.1f} MB, "
+      f"npy: {megabytes(both['npy_image']) + megabytes(both['npy_mask']):.1f} MB")
+
+# %% [markdown]
+# Everything was written into a temporary folder and renamed into place at the end, so a
+# crash never leaves half a dataset behind, and a re-run produces byte-identical files.
+# A second `ensure_prepared` finds its own `prepared.json` (a fingerprint of the input
+# files and the split settings) and does nothing:
+
+# %%
+import time
+
+start = time.perf_counter()
+ensure_prepared(cfg, data_root, seed=seed)
+print(f"second call: {time.perf_counter() - start:.2f} s")
+
+# %% [markdown]
+# ## Looking at the data
+#
+# One row per type, with the masks overlaid. Check that every nail is covered and nothing
+# else is: a model can only be as good as its masks.
+
+# %%
+from nailseg_common.plots import plot_image_sizes, plot_nail_fraction, plot_samples_by_type
+from nailseg_common.preparation import dataset_table
+
+table = dataset_table(data)
+plot_samples_by_type(table, per_type=4)
+plt.show()
+
+# %% [markdown]
+# Image sizes vary, and so do aspect ratios. Models need fixed-size batches, so notebooks
+# 02-04 resize every image to the profile's `image_size` first (see the augmentation
+# policy); the `.npy` files keep the original size.
+
+# %%
+plot_image_sizes(table)
+plt.show()
+
+# %% [markdown]
+# Nails are a small part of most images, and a very small part of the far-away type. This
+# imbalance is why notebook 02 uses a Dice loss next to binary cross-entropy, and why pixel
+# accuracy would be a misleading metric (predicting "no nail" everywhere scores over 90 %).
+
+# %%
+plot_nail_fraction(table)
+plt.show()
+print(table.groupby("type")["nail_fraction"].describe()[["mean", "min", "max"]].round(4))
+
+# %% [markdown]
+# ## Using the real dataset
+#
+# Put the real photos in the same layout (`Images/1..4`, `Masks/1..4`, PNG or JPEG, masks
+# with the same file names) anywhere you like and either
+#
+# - set the `data_root` parameter of a notebook (papermill: `-p data_root /path/to/nails`), or
+# - export `NAILSEG_DATA_ROOT=/path/to/nails` before starting Jupyter or `make course`.
+#
+# The prepared files go to `data/prepared/<folder name>/`; the raw folder is only read.
+# If something is wrong with a file, the error names it and says what to do.
+
+# %%
+print("this run used the", "synthetic" if data.synthetic else "real", "set")
+print("prepared files:", data.prepared.relative_to(data.prepared.parents[1]))
+
+# %% [markdown]
+# ## Summary
+#
+# - `ensure_prepared(cfg, data_root)` is the one call every notebook makes: it generates
+#   the synthetic set if needed, validates, splits and converts, and is safe to re-run.
+# - The synthetic set mimics the real layout and types, and is hard enough that a colour
+#   threshold fails (best IoU shown above), so the models must learn shapes.
+# - Bad data fails early with a message naming the file and the fix; nothing is left
+#   half-written.
+# - The split is stratified by type and seeded; `csv_file/train.csv` and `valid.csv` list
+#   the pairs with relative paths; `.npy` copies feed DALI.
+
+# %% [markdown]
+# ## Exercises
+#
+# 1. Change `seed` in the parameters and re-run: which files change, and which stay
+#    byte-identical?
+# 2. Generate a set with `generate_synthetic_dataset(path, 40, seed=7)` and look at a few
+#    type-3 images: how many pixels does the smallest nail cover? What does that mean for
+#    the `image_size` a model should see?
+# 3. Break a copy of the dataset in other ways (resize a mask, save an image as RGBA, save
+#    a mask as JPEG) and run `prepare_dataset` on it. Which of these are errors, and which
+#    are silently converted? Why is that the right choice?
+# 4. Extend `best_threshold_iou` to the HSV hue channel. Is hue a better single feature
+#    than R, G or B on this data?
