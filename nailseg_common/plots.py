@@ -217,20 +217,29 @@ def plot_augmentation_timing(frame, ax=None):
 # --- Lightning baseline (notebook 02) ---------------------------------------------------
 
 
-def plot_training_curves(metrics):
-    """Train/validation loss and validation Dice/IoU per epoch.
+def plot_training_curves(runs: dict):
+    """Loss and validation Dice/IoU per epoch of one or more labelled runs, drawn together.
 
-    ``metrics`` is :func:`nailseg_common.training.read_metrics` (one row per epoch).
+    ``runs`` maps a label to :func:`nailseg_common.training.read_metrics` (one row per
+    epoch). Solid lines are validation, dashed lines training; Dice and IoU are hard
+    (threshold 0.5, per image, averaged).
     """
-    fig, (loss_ax, score_ax) = plt.subplots(1, 2, figsize=(10, 3.5))
-    for column, label in (("train_loss", "train"), ("val_loss", "validation")):
-        loss_ax.plot(metrics.index, metrics[column], marker="o", label=label)
-    loss_ax.set(xlabel="epoch", ylabel="symmetric Lovász loss", title="Loss")
-    loss_ax.legend()
-    for column, label in (("val_dice", "Dice (soft)"), ("val_iou", "IoU (threshold 0.5)")):
-        score_ax.plot(metrics.index, metrics[column], marker="o", label=label)
-    score_ax.set(xlabel="epoch", ylim=(0, 1), title="Validation, mean over images")
-    score_ax.legend()
+    fig, (loss_ax, dice_ax, iou_ax) = plt.subplots(1, 3, figsize=(13, 3.5))
+    for index, (label, metrics) in enumerate(runs.items()):
+        colour = f"C{index}"
+        marker = "o" if len(metrics) < 30 else None
+        loss_ax.plot(metrics.index, metrics["train_loss"], color=colour, linestyle="--",
+                     marker=marker, label=f"{label}, train")
+        loss_ax.plot(metrics.index, metrics["val_loss"], color=colour, marker=marker,
+                     label=f"{label}, validation")
+        dice_ax.plot(metrics.index, metrics["val_dice"], color=colour, marker=marker, label=label)
+        iou_ax.plot(metrics.index, metrics["val_iou"], color=colour, marker=marker, label=label)
+    loss_ax.set(xlabel="epoch", ylabel="Lovász hinge + cross-entropy + soft-Dice loss",
+                title="Loss")
+    dice_ax.set(xlabel="epoch", ylim=(0, 1), title="Validation Dice (threshold 0.5)")
+    iou_ax.set(xlabel="epoch", ylim=(0, 1), title="Validation IoU (threshold 0.5)")
+    for ax in (loss_ax, dice_ax, iou_ax):
+        ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
 

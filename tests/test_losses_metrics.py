@@ -12,6 +12,7 @@ from nailseg_common.metrics import (
     binary_dice_coefficient,
     binary_mean_iou,
     per_image_dice,
+    per_image_soft_dice,
     per_image_iou,
 )
 
@@ -114,7 +115,8 @@ def test_metrics_are_means_over_images():
     targets = torch.cat([TARGET, TARGET])
     assert per_image_iou(logits, targets).tolist() == pytest.approx([1 / 3, 1.0])
     assert binary_mean_iou(logits, targets).item() == pytest.approx(2 / 3)
-    assert per_image_dice(logits, targets).shape == (2,)
+    assert per_image_soft_dice(logits, targets).shape == (2,)
+    assert per_image_dice(logits, targets).tolist() == pytest.approx([0.5, 1.0])  # 2·1/(2+2), equal
 
 
 def test_iou_matches_torchmetrics_per_image():

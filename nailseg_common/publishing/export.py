@@ -5,7 +5,8 @@ A code cell whose first line is ``#| export <module>`` belongs to
 export``) writes each such module from its notebook: a header naming the source, the
 cells' top-level imports gathered and de-duplicated at the top, then the cells' code in
 notebook order. One notebook may feed several modules; a module comes from exactly one
-notebook. The generated modules are committed, so ``import nailseg_common.models`` works
+notebook. A name that one of a notebook's modules uses and another of its modules
+defines is imported from there, as it is simply in scope in the notebook. The generated modules are committed, so ``import nailseg_common.models`` works
 without running anything, and ``--check`` (run by the tests) fails when a notebook and
 its module disagree.
 
@@ -53,8 +54,49 @@ class Module:
         source = self.notebook.relative_to(REPO_ROOT).as_posix()
         header = (f"{GENERATED_MARK} {source}: edit the notebook, then run `make export`.\n"
                   f'"""{self.title}: the code taught in {source}."""\n\n')
-        imports = ["from __future__ import annotations", *self.imports]
-        return header + "\n".join(imports) + "\n\n\n" + "\n\n\n".join(self.blocks) + "\n"
+        return header + sorted_imports(self.imports) + "\n\n\n" + "\n\n\n".join(self.blocks) + "\n"
+
+
+def _name_key(alias: ast.alias) -> tuple:
+    """isort's order of imported names: CONSTANTS, then Classes, then functions."""
+    name = alias.name
+    kind = 0 if name.isupper() and len(name) > 1 else 1 if name[:1].isupper() else 2
+    return kind, name.lower(), name
+
+
+def _alias(alias: ast.alias) -> str:
+    return alias.name + (f" as {alias.asname}" if alias.asname else "")
+
+
+def sorted_imports(statements: list[str], line_length: int = 100) -> str:
+    """Import statements merged and sorted as ruff's isort rules want them: ``__future__``,
+    standard library, third party, this package; ``import x`` before ``from x import y``."""
+    plain, merged = set(), {}
+    for statement in statements:
+        for node in ast.parse(statement).body:
+            if isinstance(node, ast.Import):
+                plain |= {_alias(a) for a in node.names}
+            else:
+                names = merged.setdefault(node.module, {})
+                names.update({_alias(a): a for a in node.names})
+
+    def section(module: str) -> int:
+        top = module.split(".")[0]
+        return 0 if top in sys.stdlib_module_names else 2 if top == PACKAGE else 1
+
+    lines: dict[int, list[tuple]] = {0: [], 1: [], 2: []}
+    for entry in plain:
+        lines[section(entry)].append((0, entry.split(" ")[0].lower(), f"import {entry}"))
+    for module, names in merged.items():
+        listed = ", ".join(_alias(a) for a in sorted(names.values(), key=_name_key))
+        line = f"from {module} import {listed}"
+        if len(line) > line_length:
+            rows = "".join(f"    {_alias(a)},\n" for a in sorted(names.values(), key=_name_key))
+            line = f"from {module} import (\n{rows})"
+        lines[section(module)].append((1, module.lower(), line))
+    blocks = ["from __future__ import annotations"]
+    blocks += ["\n".join(text for *_, text in sorted(group)) for group in lines.values() if group]
+    return "\n\n".join(blocks)
 
 
 def notebook_title(notebook: nbformat.NotebookNode) -> str:
@@ -102,7 +144,34 @@ def modules_of(path: Path) -> dict[str, Module]:
         module.imports += [i for i in imports if i not in module.imports]
         if rest:
             module.blocks.append(rest)
+    _link_siblings(modules)
     return modules
+
+
+def _defined(code: str) -> set[str]:
+    """Names a block of code defines at its top level (functions, classes, assignments)."""
+    names = set()
+    for node in ast.parse(code).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return names
+
+
+def _link_siblings(modules: dict[str, Module]) -> None:
+    """Import into each module the names it uses that a sibling module defines."""
+    defined = {name: set().union(*map(_defined, m.blocks)) for name, m in modules.items()}
+    for name, module in modules.items():
+        code = "\n".join(module.blocks)
+        used = {n.id for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name)}
+        imported = {n.asname or n.name for i in module.imports for node in ast.parse(i).body
+                    for n in node.names}
+        for sibling in sorted(modules):
+            wanted = sorted((used & defined[sibling]) - defined[name] - imported)
+            if sibling != name and wanted:
+                module.imports.append(f"from {PACKAGE}.{sibling} import {', '.join(wanted)}")
 
 
 def collect(notebooks: list[Path]) -> dict[str, Module]:
