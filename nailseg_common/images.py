@@ -16,10 +16,10 @@ Then the values must fit one of these encodings, else :class:`DataError`:
 
 - 0/255 (antialiased, lossy or coloured too): nail when >= :data:`MASK_THRESHOLD`;
   this applies as soon as the brightest value reaches the threshold;
-- 0/1: taken as they are; saved as JPEG a few pixels come back at 2 or more, so a
-  JPEG mask whose values are all below the threshold is a 0/1 mask when at most
-  :data:`JPEG_NOISE_SHARE` of its non-zero pixels are above 1 (nail when >= 1);
-- anything else below the threshold (a class mask 0/1/2, a dim export) is refused.
+- 0/1: taken as they are. Saved as JPEG, whole 8x8 blocks come back at 2 (or 0), so a
+  JPEG mask whose values are all <= :data:`JPEG_01_MAX` is a 0/1 mask, nail when >= 1;
+- anything else below the threshold (a class mask 0/1/2 in a PNG, or a JPEG one that
+  reaches 3, a dim export) is refused: it would change meaning.
 
 A mask that comes out nail everywhere is refused (an inverted mask, or a nail drawn in a
 channel the rule does not read). A mask with no nail pixel is returned: a photo without
@@ -37,8 +37,8 @@ from PIL import Image, UnidentifiedImageError
 MASK_THRESHOLD = 128
 """A mask pixel is nail when its value is >= this (0..255 scale), for 0/255 masks."""
 
-JPEG_NOISE_SHARE = 0.15
-"""Largest share of a JPEG 0/1 mask's non-zero pixels that may be above 1 (compression noise)."""
+JPEG_01_MAX = 2
+"""A JPEG mask whose values are all <= this is a 0/1 mask (JPEG's DC steps make 1s into 2s)."""
 
 BIT_DEPTHS = (8, 10, 12, 14, 16)
 DEEP_MODES = ("I", "I;16", "I;16B", "I;16L", "F")
@@ -125,9 +125,8 @@ def _binarise(values: np.ndarray, lossy: bool, path: str | os.PathLike) -> np.nd
         return values.astype(np.uint8)
     if peak >= MASK_THRESHOLD:
         return (values >= MASK_THRESHOLD).astype(np.uint8)
-    marked = values >= 1
-    if lossy and np.count_nonzero(values >= 2) <= JPEG_NOISE_SHARE * np.count_nonzero(marked):
-        return marked.astype(np.uint8)
+    if lossy and peak <= JPEG_01_MAX:
+        return (values >= 1).astype(np.uint8)
     raise DataError(f"Mask {os.fspath(path)!r} has values {_levels(values)}: neither a 0/255 "
                     "nor a 0/1 mask (a class mask with several labels, or a dim export?), and "
                     "reading it would change its meaning. Save it with nail pixels 255 (or 1) "
