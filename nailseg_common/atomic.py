@@ -33,14 +33,16 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _remove_leftovers(target: Path) -> None:
-    """Delete ``target``'s staging folders (``.<name>.tmp-<pid>``, ``.old-<pid>``) left by
-    processes that are dead, or by this one (the caller holds the lock: none is in use)."""
+def stale_staging(target: Path) -> list[Path]:
+    """``target``'s staging folders (``.<name>.tmp-<pid>``, ``.old-<pid>``) left by runs that
+    were killed: their process is dead, or is this one (then not in use once the lock is held).
+    Empty where there is no locking (Windows)."""
+    if fcntl is None or not target.parent.is_dir():
+        return []
     pattern = re.compile(rf"\.{re.escape(target.name)}\.(tmp|old)-(\d+)")
-    for entry in target.parent.iterdir():
-        match = pattern.fullmatch(entry.name)
-        if match and (int(match.group(2)) == os.getpid() or not _alive(int(match.group(2)))):
-            shutil.rmtree(entry, ignore_errors=True)
+    matches = [(entry, pattern.fullmatch(entry.name)) for entry in target.parent.iterdir()]
+    return [entry for entry, match in matches
+            if match and (int(match[2]) == os.getpid() or not _alive(int(match[2])))]
 
 
 @contextlib.contextmanager
@@ -51,7 +53,8 @@ def folder_lock(target: Path) -> Iterator[None]:
     with open(target.parent / f".{target.name}.lock", "w") as handle:
         if fcntl is not None:
             fcntl.flock(handle, fcntl.LOCK_EX)
-            _remove_leftovers(target)
+            for folder in stale_staging(target):
+                shutil.rmtree(folder, ignore_errors=True)
         try:
             yield
         finally:

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from .atomic import folder_lock, staged_folder
+from .atomic import folder_lock, staged_folder, stale_staging
 from .images import DataError, read_binary_mask, read_rgb
 from .integrity import file_records, verify_records
 from .paths import DataLocation, data_location
@@ -306,9 +306,9 @@ def prepare_dataset(raw: str | os.PathLike, prepared: str | os.PathLike, *, seed
     raw, prepared = Path(raw), Path(prepared)
     pairs = find_pairs(raw)
     settings = _settings(pairs, raw, seed, valid_fraction)
-    if not force and _damage(prepared, settings) == []:
+    if not force and _damage(prepared, settings) == [] and not stale_staging(prepared):
         return prepared
-    with folder_lock(prepared):
+    with folder_lock(prepared):  # which also deletes stale staging folders
         damage = _damage(prepared, settings)
         if not force and damage == []:
             return prepared

@@ -553,3 +553,14 @@ def test_staging_folders_of_killed_runs_are_removed(dataset, tmp_path):
         (folder / "npy").mkdir(parents=True)
     _prepare(dataset, tmp_path)
     assert not any(folder.exists() for folder in stale) and running.exists()
+
+
+def test_staging_folders_are_removed_even_when_nothing_is_rebuilt(dataset, tmp_path):
+    prepared = _prepare(dataset, tmp_path)
+    before = prepared.joinpath("prepared.json").stat().st_mtime_ns
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    (tmp_path / f".prepared.old-{dead}" / "npy").mkdir(parents=True)  # killed after the rename
+    _prepare(dataset, tmp_path)
+    assert _leftovers(tmp_path) == []
+    assert prepared.joinpath("prepared.json").stat().st_mtime_ns == before
