@@ -62,7 +62,8 @@ LAYOUT_HELP = ("Put the real dataset there as Images/<type>/<name>.png|.jpg with
 
 @dataclass(frozen=True)
 class Pair:
-    """One image and its mask; ``type`` is the sub-folder name, ``name`` the shared stem."""
+    """One image and its mask; ``type`` is the sub-folder name, ``name`` the shared stem
+    (both in Unicode NFC)."""
 
     image: Path
     mask: Path
@@ -147,8 +148,9 @@ def _files_by_stem(folder: Path, raw: Path) -> dict[str, Path]:
 def find_pairs(raw: str | os.PathLike) -> list[Pair]:
     """All image/mask pairs under ``raw`` (``Images/<type>/`` and ``Masks/<type>/``), sorted.
 
-    Raises :class:`DataError` for a missing or empty root, unsupported files, and images
-    without a mask or masks without an image (all of them listed).
+    Raises :class:`DataError` for a missing or empty root, unsupported files, broken links,
+    type folders named like a split, folders inside type folders, and images without a
+    mask or masks without an image (all of them listed).
     """
     raw = Path(raw)
     if not raw.is_dir():
