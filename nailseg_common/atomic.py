@@ -3,13 +3,15 @@
 A generated or prepared folder is written under a temporary sibling name and renamed
 into place at the end, so an interrupted run never leaves a half-written folder that a
 later run could take as complete. A lock file serialises processes that build the same
-folder at the same time (several notebooks or test sessions sharing ``data/``).
+folder at the same time (several notebooks or test sessions sharing ``data/``); whoever
+holds it first deletes the temporary folders that killed runs left behind.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,13 +22,39 @@ except ImportError:  # Windows: no locking, the rename still keeps folders whole
     fcntl = None
 
 
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (it may be another user's)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def stale_staging(target: Path) -> list[Path]:
+    """``target``'s staging folders (``.<name>.tmp-<pid>``, ``.old-<pid>``) left by runs that
+    were killed: their process is dead, or is this one (then not in use once the lock is held).
+    Empty where there is no locking (Windows)."""
+    if fcntl is None or not target.parent.is_dir():
+        return []
+    pattern = re.compile(rf"\.{re.escape(target.name)}\.(tmp|old)-(\d+)")
+    matches = [(entry, pattern.fullmatch(entry.name)) for entry in target.parent.iterdir()]
+    return [entry for entry, match in matches
+            if match and (int(match[2]) == os.getpid() or not _alive(int(match[2])))]
+
+
 @contextlib.contextmanager
 def folder_lock(target: Path) -> Iterator[None]:
-    """Hold an exclusive lock for building ``target`` (a hidden ``.lock`` file beside it)."""
+    """Hold an exclusive lock for building ``target`` (a hidden ``.lock`` file beside it),
+    and clear the staging folders that runs killed while building it left behind."""
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.parent / f".{target.name}.lock", "w") as handle:
         if fcntl is not None:
             fcntl.flock(handle, fcntl.LOCK_EX)
+            for folder in stale_staging(target):
+                shutil.rmtree(folder, ignore_errors=True)
         try:
             yield
         finally:

@@ -2,11 +2,14 @@
 
 ``NAILSEG_DATA_ROOT`` points at a dataset in the real layout (``Images/1..4`` and
 ``Masks/1..4``); without it the course uses a synthetic set it generates under
-``NAILSEG_DATA_DIR`` (default: the repository's ``data/`` folder).
+``NAILSEG_DATA_DIR`` (default: the repository's ``data/`` folder). A real dataset's
+prepared files go to ``prepared/<folder name>-<8 hex digits of its full path>``, so
+``/a/nails`` and ``/b/nails`` never share (and overwrite) one prepared folder.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +52,9 @@ def data_location(num_synthetic_images: int, data_root: str | os.PathLike | None
     root = data_root or os.environ.get("NAILSEG_DATA_ROOT")
     if root:
         raw = Path(root).expanduser().resolve()
-        return DataLocation(raw=raw, prepared=data_dir() / "prepared" / raw.name, synthetic=False)
+        key = hashlib.sha256(str(raw).encode()).hexdigest()[:8]
+        return DataLocation(raw=raw, prepared=data_dir() / "prepared" / f"{raw.name}-{key}",
+                            synthetic=False)
     name = f"synthetic-{num_synthetic_images}"
     return DataLocation(raw=data_dir() / name, prepared=data_dir() / "prepared" / name, synthetic=True)
 

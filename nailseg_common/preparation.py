@@ -6,7 +6,15 @@ name without extension), validates them, splits them into train and valid strati
 type with a seed, converts every pair to ``.npy`` (for DALI's numpy reader) and writes
 ``csv_file/train.csv`` and ``csv_file/valid.csv``. Everything is written to a temporary
 folder and renamed into place, so nothing is ever half-written, and a re-run produces
-byte-identical files. A second call with unchanged inputs returns at once.
+byte-identical files. A second call with unchanged inputs returns at once, after a cheap
+check of every prepared file against ``prepared.json`` (:mod:`~nailseg_common.integrity`):
+a deleted, truncated or replaced file makes it rebuild the folder, with a warning.
+
+What is found is said, and what is doubtful refused: sub-folders of ``Images`` are types
+(a warning names them unless they are numbers), folders named like a split
+(``train``, ``val``...) are refused, names match whatever their Unicode normalisation
+(NFC or NFD), and masks with no nail pixel are kept as photos without nails but named
+in a warning, unless they are most of the set, which is refused.
 
 Command line (``make data``)::
 
@@ -19,6 +27,9 @@ import argparse
 import hashlib
 import json
 import os
+import re
+import unicodedata
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,18 +37,23 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from .atomic import folder_lock, staged_folder
+from .atomic import folder_lock, staged_folder, stale_staging
 from .images import DataError, read_binary_mask, read_rgb
+from .integrity import file_records, verify_records
 from .paths import DataLocation, data_location
 from .profiles import Profile, select_profile
 from .synthetic import ensure_synthetic_dataset
 
-PREPARATION_VERSION = 1
+PREPARATION_VERSION = 2
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 COLUMNS = ["image", "mask", "type", "npy_image", "npy_mask"]
 SPLITS = ("train", "valid")
 MANIFEST_NAME = "prepared.json"
 MAX_LISTED = 20
+SPLIT_WORDS = {"train", "training", "val", "valid", "validation", "test", "testing", "eval",
+               "evaluation", "dev"}
+MAX_EMPTY_SHARE = 0.5
+"""More masks without any nail pixel than this share of the set is refused."""
 LAYOUT_HELP = ("Put the real dataset there as Images/<type>/<name>.png|.jpg with masks of the "
                "same names in Masks/<type>/ (types 1..4), or leave data_root and "
                "NAILSEG_DATA_ROOT empty to use the synthetic set: `make data`, or "
@@ -46,7 +62,8 @@ LAYOUT_HELP = ("Put the real dataset there as Images/<type>/<name>.png|.jpg with
 
 @dataclass(frozen=True)
 class Pair:
-    """One image and its mask; ``type`` is the sub-folder name, ``name`` the shared stem."""
+    """One image and its mask; ``type`` is the sub-folder name, ``name`` the shared stem
+    (both in Unicode NFC)."""
 
     image: Path
     mask: Path
@@ -60,14 +77,32 @@ def _listing(paths: list[str]) -> str:
     return f"\n  {shown}{more}"
 
 
+def _key(name: str) -> str:
+    """``name`` in Unicode NFC, so that a name copied from macOS (NFD) matches its partner."""
+    return unicodedata.normalize("NFC", name)
+
+
+def _entries(folder: Path, raw: Path) -> list[Path]:
+    """The visible entries of ``folder``, sorted; broken links and unreadable folders raise."""
+    try:
+        entries = sorted(e for e in folder.iterdir() if not e.name.startswith("."))
+    except PermissionError:
+        raise DataError(f"Cannot list {folder}: permission denied. Give your user read access "
+                        f"to the dataset (chmod -R u+rX {raw}).") from None
+    broken = [f"{e.relative_to(raw)} -> {os.readlink(e)}" for e in entries
+              if e.is_symlink() and not e.exists()]
+    if broken:
+        raise DataError(f"{len(broken)} broken symbolic link(s) in {raw} (their target is gone): "
+                        "restore the targets, or delete the links:" + _listing(broken))
+    return entries
+
+
 def _type_folders(folder: Path, raw: Path) -> dict[str, Path]:
     """Sub-folders of ``Images`` or ``Masks``; loose files there are an error."""
     folders, loose = {}, []
-    for entry in sorted(folder.iterdir()):
-        if entry.name.startswith("."):
-            continue
+    for entry in _entries(folder, raw):
         if entry.is_dir():
-            folders[entry.name] = entry
+            folders[_key(entry.name)] = entry
         else:
             loose.append(str(entry.relative_to(raw)))
     if loose:
@@ -76,26 +111,46 @@ def _type_folders(folder: Path, raw: Path) -> dict[str, Path]:
     return folders
 
 
+def _check_types(types: list[str], raw: Path) -> None:
+    """Refuse type folders named like a split; say what other non-numeric ones are taken for."""
+    splits = [t for t in types if SPLIT_WORDS & set(re.split(r"[^a-z]+", t.lower()))]
+    if splits:
+        raise DataError(
+            f"Images/{', Images/'.join(splits)} in {raw} look like a train/validation split, "
+            "not nail types: the course makes its own split, so your validation photos would "
+            "be trained on. Put all pairs into type folders (Images/1..4 and Masks/1..4, or "
+            "only Images/1 and Masks/1 without types), and keep photos you hold out elsewhere.")
+    named = [t for t in types if not t.isdigit()]
+    if named:
+        warnings.warn(f"Sub-folders Images/{', Images/'.join(named)} of {raw} are taken as nail "
+                      "types (numbered 1..4 in the real set): each is split into train and "
+                      "valid on its own.", stacklevel=3)
+
+
 def _files_by_stem(folder: Path, raw: Path) -> dict[str, Path]:
     files: dict[str, Path] = {}
-    for entry in sorted(folder.iterdir()):
-        if entry.name.startswith(".") or entry.is_dir():
-            continue
+    for entry in _entries(folder, raw):
+        if entry.is_dir():
+            raise DataError(f"Folder {entry.relative_to(raw)} inside a type folder: the course "
+                            f"reads only the files directly in {folder.relative_to(raw)}. Move "
+                            "its files up (their masks likewise), or move it out of the dataset.")
         if entry.suffix.lower() not in IMAGE_SUFFIXES:
             raise DataError(f"Unsupported file {entry}: the course reads PNG and JPEG only. "
                             "Convert it to PNG, or move it out of the dataset folder.")
-        if entry.stem in files:
-            raise DataError(f"Two files named {entry.stem!r} in {folder.relative_to(raw)}: "
-                            f"{files[entry.stem].name} and {entry.name}. Keep one of them.")
-        files[entry.stem] = entry
+        stem = _key(entry.stem)
+        if stem in files:
+            raise DataError(f"Two files named {stem!r} in {folder.relative_to(raw)}: "
+                            f"{files[stem].name} and {entry.name}. Keep one of them.")
+        files[stem] = entry
     return files
 
 
 def find_pairs(raw: str | os.PathLike) -> list[Pair]:
     """All image/mask pairs under ``raw`` (``Images/<type>/`` and ``Masks/<type>/``), sorted.
 
-    Raises :class:`DataError` for a missing or empty root, unsupported files, and images
-    without a mask or masks without an image (all of them listed).
+    Raises :class:`DataError` for a missing or empty root, unsupported files, broken links,
+    type folders named like a split, folders inside type folders, and images without a
+    mask or masks without an image (all of them listed).
     """
     raw = Path(raw)
     if not raw.is_dir():
@@ -106,6 +161,7 @@ def find_pairs(raw: str | os.PathLike) -> list[Pair]:
         raise DataError(f"Data root {raw} has no {' and no '.join(missing)} folder. {LAYOUT_HELP}")
     image_types = _type_folders(images_dir, raw)
     mask_types = _type_folders(masks_dir, raw)
+    _check_types(sorted(set(image_types) | set(mask_types), key=_type_order), raw)
     pairs, lonely_images, lonely_masks = [], [], []
     for kind in sorted(set(image_types) | set(mask_types), key=_type_order):
         images = _files_by_stem(image_types[kind], raw) if kind in image_types else {}
@@ -175,21 +231,30 @@ def _fingerprint(pairs: list[Pair], raw: Path) -> str:
 
 
 def _settings(pairs: list[Pair], raw: Path, seed: int, valid_fraction: float) -> dict:
-    return {"version": PREPARATION_VERSION, "seed": seed, "valid_fraction": valid_fraction,
-            "fingerprint": _fingerprint(pairs, raw)}
+    return {"version": PREPARATION_VERSION, "raw": str(raw.resolve()), "seed": seed,
+            "valid_fraction": valid_fraction, "fingerprint": _fingerprint(pairs, raw)}
 
 
-def _is_prepared(prepared: Path, settings: dict) -> bool:
+def _damage(prepared: Path, settings: dict) -> list[str] | None:
+    """``[]`` when ``prepared`` holds the result for ``settings`` intact, the damaged files
+    when it holds it damaged, ``None`` when it holds nothing for these settings."""
     try:
         found = json.loads((prepared / MANIFEST_NAME).read_text())
     except (OSError, ValueError):
-        return False
-    return {k: found.get(k) for k in settings} == settings
+        return None
+    files = found.get("files") if isinstance(found, dict) else None
+    if not isinstance(files, dict) or {k: found.get(k) for k in settings} != settings:
+        return None
+    return verify_records(prepared, files)
 
 
-def _convert(pairs: list[Pair], raw: Path, staging: Path, progress: bool) -> list[dict]:
-    """Write every pair as npy under ``staging/npy``; all problems are gathered, then raised."""
-    rows, problems = [], []
+def _convert(pairs: list[Pair], raw: Path, staging: Path,
+             progress: bool) -> tuple[list[dict], list[str]]:
+    """Write every pair as npy under ``staging/npy``; all problems are gathered, then raised.
+
+    Returns the CSV rows and the masks without any nail pixel (relative paths).
+    """
+    rows, problems, empty = [], [], []
     for pair in tqdm(pairs, desc="Converting to npy", unit="pair", disable=not progress):
         try:
             image = read_rgb(pair.image)
@@ -203,6 +268,8 @@ def _convert(pairs: list[Pair], raw: Path, staging: Path, progress: bool) -> lis
                 f"mask {pair.mask} is {mask.shape[1]}x{mask.shape[0]} (width x height). "
                 "Re-export the mask at the image's size, or remove the pair.")
             continue
+        if not mask.any():
+            empty.append(pair.mask.relative_to(raw).as_posix())
         npy_image = Path("npy", "images", pair.type, f"{pair.name}.npy")
         npy_mask = Path("npy", "masks", pair.type, f"{pair.name}.npy")
         for relative, array in ((npy_image, image), (npy_mask, mask[:, :, None])):
@@ -212,12 +279,21 @@ def _convert(pairs: list[Pair], raw: Path, staging: Path, progress: bool) -> lis
                      "mask": pair.mask.relative_to(raw).as_posix(),
                      "type": pair.type, "npy_image": npy_image.as_posix(),
                      "npy_mask": npy_mask.as_posix()})
+    if len(empty) > MAX_EMPTY_SHARE * len(pairs):
+        problems.append(f"{len(empty)} of {len(pairs)} masks have no nail pixel at all: more "
+                        "likely masks whose nail was lost (a 0/1 mask saved as a low-quality "
+                        "JPEG, a nail in a channel the course does not read) than photos "
+                        "without nails. Re-export them as PNG, nail 255 on 0:" + _listing(empty))
     if problems:
         raise DataError(f"{len(problems)} problem(s) in {raw}; nothing was written:\n"
                         + "\n".join(problems[:MAX_LISTED])
                         + (f"\n... and {len(problems) - MAX_LISTED} more" if len(problems)
                            > MAX_LISTED else ""))
-    return rows
+    if empty:
+        warnings.warn(f"{len(empty)} mask(s) in {raw} have no nail pixel; they are kept as photos "
+                      "without nails (if they should show nails, fix them and run again):"
+                      + _listing(empty), stacklevel=3)
+    return rows, empty
 
 
 def prepare_dataset(raw: str | os.PathLike, prepared: str | os.PathLike, *, seed: int = 0,
@@ -225,22 +301,27 @@ def prepare_dataset(raw: str | os.PathLike, prepared: str | os.PathLike, *, seed
                     force: bool = False) -> Path:
     """Validate ``raw``, split it and write CSVs and npy files to ``prepared``.
 
-    Skipped when ``prepared`` already holds the result for the same inputs and settings
-    (unless ``force``). Returns ``prepared``.
+    Skipped when ``prepared`` already holds the result for the same inputs and settings,
+    every file intact (unless ``force``); rebuilt, with a warning naming the damaged
+    files, when one was deleted, truncated or replaced. Returns ``prepared``.
     """
     raw, prepared = Path(raw), Path(prepared)
     pairs = find_pairs(raw)
     settings = _settings(pairs, raw, seed, valid_fraction)
-    if not force and _is_prepared(prepared, settings):
+    if not force and _damage(prepared, settings) == [] and not stale_staging(prepared):
         return prepared
-    with folder_lock(prepared):
-        if not force and _is_prepared(prepared, settings):
+    with folder_lock(prepared):  # which also deletes stale staging folders
+        damage = _damage(prepared, settings)
+        if not force and damage == []:
             return prepared
+        if damage:
+            warnings.warn(f"Prepared folder {prepared} is damaged ({len(damage)} file(s)); "
+                          f"rebuilding it from {raw}:" + _listing(damage), stacklevel=2)
         train, valid = split_pairs(pairs, valid_fraction, seed)
         split_of = {pair.image: split for split, members in (("train", train), ("valid", valid))
                     for pair in members}
         with staged_folder(prepared) as staging:
-            rows = _convert(pairs, raw, staging, progress)
+            rows, empty = _convert(pairs, raw, staging, progress)
             (staging / "csv_file").mkdir()
             table = pd.DataFrame(rows, columns=COLUMNS)
             table["split"] = [split_of[raw / image] for image in table["image"]]
@@ -250,7 +331,10 @@ def prepare_dataset(raw: str | os.PathLike, prepared: str | os.PathLike, *, seed
             counts = {split: {str(k): int(v) for k, v in
                               table[table["split"] == split]["type"].value_counts(sort=False).items()}
                       for split in SPLITS}
-            manifest = {**settings, "raw": str(raw), "counts": counts}
+            files = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*")
+                           if p.is_file())
+            manifest = {**settings, "counts": counts, "empty_masks": empty,
+                        "files": file_records(staging, files)}
             (staging / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")
     return prepared
 
@@ -310,9 +394,12 @@ def summary(location: DataLocation) -> str:
     counts = table.pivot_table(index="type", columns="split", values="image", aggfunc="count",
                                fill_value=0)
     kind = "synthetic" if location.synthetic else "real"
+    empty = int((table["nail_fraction"] == 0).sum())
+    kept = f", {empty} of them without any nail pixel (kept)" if empty else ""
     return (f"{kind} dataset: {location.raw}\nprepared: {location.prepared}\n"
-            f"{len(table)} pairs, sizes {table['width'].min()}..{table['width'].max()} x "
-            f"{table['height'].min()}..{table['height'].max()} px\n{counts.to_string()}")
+            f"{len(table)} pairs{kept}, sizes {table['width'].min()}..{table['width'].max()} x "
+            f"{table['height'].min()}..{table['height'].max()} px\n"
+            f"types (sub-folders of Images/) by split:\n{counts.to_string()}")
 
 
 def main(argv: list[str] | None = None) -> None:

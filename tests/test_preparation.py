@@ -2,7 +2,11 @@
 
 import dataclasses
 import io
+import json
 import re
+import subprocess
+import sys
+import unicodedata
 
 import numpy as np
 import pandas as pd
@@ -14,12 +18,14 @@ from nailseg_common.images import MASK_THRESHOLD, DataError, read_binary_mask, r
 from nailseg_common.paths import DataLocation
 from nailseg_common.preparation import (
     COLUMNS,
+    dataset_table,
     ensure_prepared,
     find_pairs,
     main,
     prepare_dataset,
     read_split,
     split_pairs,
+    summary,
 )
 from nailseg_common.profiles import select_profile
 
@@ -346,3 +352,215 @@ def test_read_split_before_preparation_says_how_to_prepare(tmp_path):
         read_split(location, "train")
     with pytest.raises(ValueError, match="split must be one of"):
         read_split(location, "test")
+
+
+# --- damaged, ambiguous or silently wrong data: named, never trained on ---------------------
+
+def test_masks_that_fit_no_encoding_are_named_and_nothing_is_written(dataset, tmp_path):
+    classes = np.zeros((H, W), np.uint8)
+    classes[2:6, 1:4], classes[2:6, 6:9] = 1, 2
+    _, class_mask = write_pair(dataset, 1, "classes", mask=Image.fromarray(classes))
+    _, full_mask = write_pair(dataset, 2, "full", mask=Image.fromarray(np.full((H, W), 255, np.uint8)))
+    with pytest.raises(DataError, match="2 problem") as error:
+        _prepare(dataset, tmp_path)
+    message = str(error.value)
+    assert f"{class_mask}' has values 0, 1, 2" in message and "nail pixels 255 (or 1)" in message
+    assert f"{full_mask}' is nail everywhere" in message and "remove the pair" in message
+    assert not (tmp_path / "prepared").exists() and _leftovers(tmp_path) == []
+
+
+def test_jpeg_0_1_masks_are_prepared_without_losing_nails(tmp_path):
+    root = tmp_path / "raw"
+    for i in range(20):
+        mask = np.zeros((32, 32), np.uint8)
+        mask[4 + i % 7: 20, 3: 12 + i % 9] = 1
+        write_pair(root, 1 + i % 2, f"m{i}", image=_image(i, size=(32, 32)),
+                   mask=Image.fromarray(mask), mask_suffix=".jpg")
+    _prepare(root, tmp_path)
+    table = dataset_table(_location(root, tmp_path))
+    assert len(table) == 20 and (table["nail_fraction"] > 0).all()  # none emptied
+
+
+def test_a_few_empty_masks_are_kept_and_named(dataset, tmp_path):
+    write_pair(dataset, 3, "no-nail", mask=Image.fromarray(np.zeros((H, W), np.uint8)))
+    with pytest.warns(UserWarning, match=r"1 mask\(s\) in .* have no nail pixel; they are kept") \
+            as caught:
+        _prepare(dataset, tmp_path)
+    assert "Masks/3/no-nail.png" in str(caught[0].message)
+    location = _location(dataset, tmp_path)
+    assert "21 pairs, 1 of them without any nail pixel (kept)" in summary(location)
+    manifest = json.loads((location.prepared / "prepared.json").read_text())
+    assert manifest["empty_masks"] == ["Masks/3/no-nail.png"]
+
+
+def test_mostly_empty_masks_are_refused(dataset, tmp_path):
+    blank = Image.fromarray(np.zeros((H, W), np.uint8))
+    for path in sorted((dataset / "Masks").rglob("*.png"))[:11]:
+        blank.save(path)
+    with pytest.raises(DataError, match=r"11 of 20 masks have no nail pixel at all") as error:
+        _prepare(dataset, tmp_path)
+    assert "Masks/1/img0.png" in str(error.value) and "Re-export them as PNG" in str(error.value)
+    assert not (tmp_path / "prepared").exists()
+
+
+def _damage(prepared, how):
+    npy = prepared / "npy" / "images" / "2" / "img3.npy"
+    if how == "deleted":
+        npy.unlink()
+    elif how == "truncated":
+        npy.write_bytes(npy.read_bytes()[:100])
+    elif how == "other shape":
+        np.save(npy, np.zeros((W, H, 3), np.uint8))  # same number of bytes, transposed
+    elif how == "other content":
+        np.save(npy, np.zeros((H, W, 3), np.uint8))
+    elif how == "valid.csv removed":
+        (prepared / "csv_file" / "valid.csv").unlink()
+    else:
+        (prepared / "prepared.json").write_text("{")
+
+
+DAMAGES = ["deleted", "truncated", "other shape", "other content", "valid.csv removed",
+           "manifest cut"]
+
+
+@pytest.mark.parametrize("how", DAMAGES)
+def test_damaged_prepared_files_are_rebuilt(dataset, tmp_path, how):
+    prepared = _prepare(dataset, tmp_path)
+    files = sorted(p for p in prepared.rglob("*") if p.is_file())
+    before = {p: p.read_bytes() for p in files}
+    _damage(prepared, how)
+    if how == "manifest cut":
+        _prepare(dataset, tmp_path)  # no manifest: rebuilt like a first run
+    else:
+        with pytest.warns(UserWarning, match=r"Prepared folder .*prepared is damaged \(1 file") \
+                as caught:
+            _prepare(dataset, tmp_path)
+        damaged = "csv_file/valid.csv" if how.startswith("valid") else "npy/images/2/img3.npy"
+        assert damaged in str(caught[0].message) and "rebuilding it from" in str(caught[0].message)
+    assert {p: p.read_bytes() for p in prepared.rglob("*") if p.is_file()} == before
+    assert _leftovers(tmp_path) == []
+
+
+def test_make_data_repairs_a_missing_valid_csv(dataset, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("NAILSEG_DATA_DIR", str(tmp_path / "data"))
+    location = ensure_prepared(select_profile("smoke"), str(dataset), progress=False)
+    location.valid_csv.unlink()
+    with pytest.raises(DataError, match="valid.csv does not exist.*make data"):
+        read_split(location, "valid")
+    with pytest.warns(UserWarning, match="csv_file/valid.csv is missing"):
+        main(["--profile", "smoke", "--data-root", str(dataset)])
+    assert "20 pairs" in capsys.readouterr().out
+    assert len(read_split(location, "valid")) == 4
+
+
+def test_damage_without_the_raw_data_is_refused_in_one_sentence(dataset, tmp_path):
+    prepared = _prepare(dataset, tmp_path)
+    _damage(prepared, "deleted")
+    moved = dataset.rename(tmp_path / "moved")
+    with pytest.raises(DataError, match=f"Data root {re.escape(str(dataset))} does not exist"):
+        _prepare(dataset, tmp_path)
+    assert moved.is_dir()
+
+
+def test_two_datasets_with_the_same_folder_name_keep_their_own_split(tmp_path, monkeypatch):
+    monkeypatch.setenv("NAILSEG_DATA_DIR", str(tmp_path / "data"))
+    first, second = tmp_path / "a" / "nails", tmp_path / "b" / "nails"
+    for root, count in ((first, 3), (second, 5)):
+        for i in range(count):
+            write_pair(root, 1, f"{root.parent.name}{i}")
+    profile = select_profile("smoke")
+    one = ensure_prepared(profile, str(first), progress=False)
+    two = ensure_prepared(profile, str(second), progress=False)
+    assert one.prepared != two.prepared
+    assert one.prepared.name.startswith("nails-") and two.prepared.name.startswith("nails-")
+    assert all(name.startswith(str(first)) for name in read_split(one, "train")["image"])
+    assert len(read_split(two, "train")) == 4 and len(read_split(one, "train")) == 2
+    assert ensure_prepared(profile, str(first), progress=False).prepared == one.prepared
+
+
+@pytest.mark.parametrize("folders", [("train", "val"), ("training", "validation"),
+                                     ("train_images", "test")])
+def test_split_folders_are_not_taken_for_types(tmp_path, folders):
+    root = tmp_path / "raw"
+    for folder in folders:
+        for i in range(3):
+            write_pair(root, folder, f"img{i}")
+    with pytest.raises(DataError, match=f"Images/{folders[0]}.* look like a train/validation "
+                                        "split") as error:
+        _prepare(root, tmp_path)
+    assert "validation photos would be trained on" in str(error.value)
+    assert "Images/1..4" in str(error.value)
+    assert not (tmp_path / "prepared").exists()
+
+
+def test_named_type_folders_are_said_to_be_types(tmp_path):
+    root = tmp_path / "raw"
+    for folder in ("left", "right"):
+        for i in range(3):
+            write_pair(root, folder, f"img{i}")
+    with pytest.warns(UserWarning, match=r"Images/left, Images/right of .* are taken as nail types"):
+        _prepare(root, tmp_path)
+
+
+def test_folders_inside_a_type_folder_are_named(dataset, tmp_path):
+    write_pair(dataset / "Images" / "1", "extra", "img9")
+    with pytest.raises(DataError, match=r"Folder Images/1/Images inside a type folder.*Move its "
+                                        "files up"):
+        _prepare(dataset, tmp_path)
+
+
+def test_nfc_and_nfd_names_match(dataset, tmp_path):
+    nfc, nfd = unicodedata.normalize("NFC", "café"), unicodedata.normalize("NFD", "café")
+    assert nfc != nfd
+    _image(7).save(dataset / "Images" / "1" / f"{nfc}.png")
+    _mask(7).save(dataset / "Masks" / "1" / f"{nfd}.png")
+    _prepare(dataset, tmp_path)
+    table = dataset_table(_location(dataset, tmp_path))
+    assert len(table) == 21
+    row = table[table["image"].str.endswith(f"{nfc}.png")].iloc[0]
+    assert row["mask"].endswith(f"Masks/1/{nfd}.png") and row["nail_fraction"] > 0
+
+
+def test_broken_symbolic_links_are_named(dataset, tmp_path):
+    link = dataset / "Images" / "2" / "linked.png"
+    link.symlink_to(tmp_path / "gone.png")
+    with pytest.raises(DataError, match=r"1 broken symbolic link\(s\)") as error:
+        _prepare(dataset, tmp_path)
+    assert f"Images/2/linked.png -> {tmp_path / 'gone.png'}" in str(error.value)
+    assert "delete the links" in str(error.value)
+
+
+def test_unreadable_files_are_not_called_corrupt(dataset, tmp_path, monkeypatch):
+    locked = dataset / "Masks" / "4" / "img2.png"
+    opened = Image.open
+
+    def open_(path, *args, **kwargs):
+        if str(path) == str(locked):
+            raise PermissionError(13, "Permission denied", str(path))
+        return opened(path, *args, **kwargs)
+    monkeypatch.setattr(Image, "open", open_)
+    with pytest.raises(DataError, match=re.escape(str(locked)) + "': permission denied") as error:
+        _prepare(dataset, tmp_path)
+    assert "corrupt" not in str(error.value) and "chmod u+r" in str(error.value)
+
+
+def test_staging_folders_of_killed_runs_are_removed(dataset, tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    stale = [tmp_path / f".prepared.tmp-{dead}", tmp_path / f".prepared.old-{dead}"]
+    running = tmp_path / ".prepared.tmp-1"  # pid 1 is alive: maybe another run's, kept
+    for folder in (*stale, running):
+        (folder / "npy").mkdir(parents=True)
+    _prepare(dataset, tmp_path)
+    assert not any(folder.exists() for folder in stale) and running.exists()
+
+
+def test_staging_folders_are_removed_even_when_nothing_is_rebuilt(dataset, tmp_path):
+    prepared = _prepare(dataset, tmp_path)
+    before = prepared.joinpath("prepared.json").stat().st_mtime_ns
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    (tmp_path / f".prepared.old-{dead}" / "npy").mkdir(parents=True)  # killed after the rename
+    _prepare(dataset, tmp_path)
+    assert _leftovers(tmp_path) == []
+    assert prepared.joinpath("prepared.json").stat().st_mtime_ns == before
