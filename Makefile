@@ -17,7 +17,7 @@ ifneq ($(PROFILE),)
 export NAILSEG_PROFILE := $(PROFILE)
 endif
 
-.PHONY: help env course notebooks data test lab bench blog browser clean distclean
+.PHONY: help env course notebooks data export test lab bench blog browser clean distclean
 
 help:  ## list the targets
 	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -30,7 +30,7 @@ $(ENV_STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@touch $@
 
-course: env data notebooks blog  ## the main job: environment, data, every notebook executed, posts rendered
+course: env data notebooks blog  ## the main job: environment, data, every notebook executed here, the site rendered
 
 data: env  ## generate the synthetic set (or check NAILSEG_DATA_ROOT) and prepare CSVs and npy
 	$(PY) -m nailseg_common.preparation
@@ -42,8 +42,15 @@ $(BUILD)/notebooks/%.ipynb: notebooks/%.ipynb $(ENV_STAMP)
 	$(VENV)/bin/papermill --kernel python3 --cwd notebooks --progress-bar $< $(BUILD)/partial/$(@F)
 	@mv $(BUILD)/partial/$(@F) $@
 
-blog: env  ## render build/notebooks into Jekyll posts (build/blog) and a static site (build/site)
-	$(PY) -m nailseg_common.blog --notebooks $(BUILD)/notebooks --posts $(BUILD)/blog/_posts --site $(BUILD)/site
+# The published edition: the notebooks as executed on an H100 (gpu profile), committed in published/.
+# `make blog BLOG_FROM=build/notebooks` renders your own run instead.
+BLOG_FROM ?= published
+blog: env  ## render the published edition into Jekyll posts (build/blog) and a static site (build/site)
+	$(PY) -m nailseg_common.publishing.blog --notebooks $(BLOG_FROM) --posts $(BUILD)/blog/_posts --site $(BUILD)/site
+
+export: env  ## sync each notebook with its .py copy, then write the exported cells into nailseg_common
+	$(VENV)/bin/jupytext --sync --quiet $(NOTEBOOKS)
+	$(PY) -m nailseg_common.publishing.export
 
 # The committed reference was made on an H100 with BENCH_OUT=results/benchmark_h100.json.
 BENCH_OUT ?= results/benchmark_local.json

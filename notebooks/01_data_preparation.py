@@ -45,8 +45,8 @@
 
 # %% tags=["parameters"]
 profile = ""       # "smoke", "cpu" or "gpu"; "" = $NAILSEG_PROFILE, else chosen from the hardware
-data_root = ""     # a real dataset (Images/1..4, Masks/1..4); "" = the synthetic set
-num_epochs = None  # None = the profile's value
+data_root = ""     # your own photos (Images/<type>/, Masks/<type>/); "" = the synthetic set
+num_images = None  # size of the synthetic set (None = the profile's value; ignored with data_root)
 seed = 0           # seed of the train/valid split
 
 # %%
@@ -54,7 +54,7 @@ from nailseg_common.environment import environment_report
 from nailseg_common.preparation import ensure_prepared
 from nailseg_common.profiles import select_profile
 
-cfg = select_profile(profile, num_epochs=num_epochs)
+cfg = select_profile(profile, num_images=num_images)
 print(environment_report(cfg))
 data = ensure_prepared(cfg, data_root, seed=seed)
 print("data:", data.raw)
@@ -163,9 +163,13 @@ for name, values in zip("RGB", pixels.T):
 # ## Reading images and masks
 #
 # `read_rgb` turns any image into `HxWx3 uint8` (RGBA loses its alpha, grayscale is
-# repeated). `read_binary_mask` turns any mask into `{0, 1}`: a pixel is nail when its
-# brightest channel is at least `MASK_THRESHOLD`. That handles 0/255, 0/1, antialiased,
-# coloured and JPEG masks alike:
+# repeated, 16-bit data is scaled by the bit depth it uses). `read_binary_mask` turns any
+# mask into `{0, 1}`, by one documented rule (see `nailseg_common.images`): a 0/255 mask
+# (antialiased, coloured or JPEG too) is nail where its brightest channel is at least
+# `MASK_THRESHOLD`; a 0/1 mask is taken as it is, also after JPEG turned some of its 1s into
+# 2s; a mask drawn only in the alpha channel is read from there. Anything else (a class mask
+# 0/1/2, a dim export, a mask that is nail everywhere) is refused with the file's name
+# rather than silently emptied or filled, and masks with no nail at all are reported.
 
 # %%
 import io
@@ -185,9 +189,10 @@ print("binarized:  ", read_binary_mask(buffer)[0])
 # ## Validation: errors that say what to fix
 #
 # Before anything is written, every pair is checked: images without a mask and masks
-# without an image are listed, unreadable files are named, image and mask must have the
-# same size, and each type must have enough images for both splits. Here we break a copy
-# of a few files on purpose:
+# without an image are listed, unreadable files, broken links and unreadable permissions are
+# named, image and mask must have the same size, folders that look like a split
+# (`Images/train`, `Images/val`) are refused rather than taken for types, and each type must
+# have enough images for both splits. Here we break a copy of a few files on purpose:
 
 # %%
 import shutil
@@ -239,8 +244,7 @@ counts
 # %% [markdown]
 # The split is written, as in the original series, to `csv_file/train.csv` and
 # `csv_file/valid.csv`. Paths in the files are relative (to the data root for `image` and
-# `mask`, to the prepared folder for the `.npy` files), so the folder can move;
-# `read_split` makes them absolute.
+# `mask`, to the prepared folder for the `.npy` files); `read_split` makes them absolute.
 
 # %%
 pd.read_csv(data.train_csv).head()
@@ -268,7 +272,9 @@ print(f"PNG/JPEG: {megabytes(both['image']) + megabytes(both['mask']):.1f} MB, "
 # Everything was written into a temporary folder and renamed into place at the end, so a
 # crash never leaves half a dataset behind, and a re-run produces byte-identical files.
 # A second `ensure_prepared` finds its own `prepared.json` (a fingerprint of the input
-# files and the split settings) and does nothing:
+# files and the split settings, and a size and digest of every file it wrote), checks the
+# prepared files against it, and does nothing; a deleted, truncated or replaced file would
+# make it rebuild instead of handing broken files to a loader:
 
 # %%
 import time
@@ -319,7 +325,9 @@ print(table.groupby("type")["nail_fraction"].describe()[["mean", "min", "max"]].
 # - set the `data_root` parameter of a notebook (papermill: `-p data_root /path/to/nails`), or
 # - export `NAILSEG_DATA_ROOT=/path/to/nails` before starting Jupyter or `make course`.
 #
-# The prepared files go to `data/prepared/<folder name>/`; the raw folder is only read.
+# The prepared files go to `data/prepared/<folder name>-<8 hex digits of its path>/`, so two
+# datasets in folders of the same name never share prepared files; the raw folder is only
+# read.
 # If something is wrong with a file, the error names it and says what to do.
 
 # %%

@@ -112,3 +112,18 @@ def test_training_order_is_shuffled_per_epoch_and_validation_is_in_order(locatio
 def test_bad_split_is_named(location):
     with pytest.raises(ValueError, match="split"):
         load_cache(location, SIZE, "test")
+
+
+@pytest.mark.parametrize("damage", ["truncate", "delete", "reshape"])
+def test_a_damaged_cache_file_is_noticed_and_rebuilt(location, damage):
+    folder = ensure_cache(location, SIZE)
+    target = folder / "valid_labels.npy"
+    expected = np.load(target)
+    if damage == "truncate":
+        target.write_bytes(target.read_bytes()[:-10])
+    elif damage == "delete":
+        target.unlink()
+    else:
+        np.save(target, expected[:1])
+    ensure_cache(location, SIZE)
+    assert np.array_equal(np.load(target), expected)

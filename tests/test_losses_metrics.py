@@ -12,8 +12,8 @@ from nailseg_common.metrics import (
     binary_dice_coefficient,
     binary_mean_iou,
     per_image_dice,
-    per_image_soft_dice,
     per_image_iou,
+    per_image_soft_dice,
 )
 
 

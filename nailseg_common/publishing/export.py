@@ -54,7 +54,10 @@ class Module:
         source = self.notebook.relative_to(REPO_ROOT).as_posix()
         header = (f"{GENERATED_MARK} {source}: edit the notebook, then run `make export`.\n"
                   f'"""{self.title}: the code taught in {source}."""\n\n')
-        return header + sorted_imports(self.imports) + "\n\n\n" + "\n\n\n".join(self.blocks) + "\n"
+        body = "\n\n\n".join(self.blocks)
+        starts_with_definition = body.startswith(("def ", "class ", "@", "async def "))
+        gap = "\n\n\n" if starts_with_definition else "\n\n"
+        return header + sorted_imports(self.imports) + gap + body + "\n"
 
 
 def _name_key(alias: ast.alias) -> tuple:

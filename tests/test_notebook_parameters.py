@@ -1,0 +1,54 @@
+"""A notebook run with overridden parameters really uses them (not only prints them)."""
+
+import json
+from pathlib import Path
+
+import nbformat
+import papermill
+from nbformat.v4 import new_code_cell
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+
+# What the run itself reports back, read from the live objects after the last cell.
+REPORT_02 = """
+import json
+loader = datamodule.train_dataloader()
+first = next(iter(loader))
+print("REPORT" + json.dumps({
+    "image_shape": list(first["image"].shape),
+    "num_workers": loader.num_workers,
+    "images": len(datamodule.train_set) + len(datamodule.valid_set),
+    "encoder": model.hparams.encoder, "lr": model.hparams.lr,
+    "schedule_epochs": model.hparams.num_epochs,
+    "max_epochs": trainer.max_epochs, "epochs_run": trainer.current_epoch,
+    "steps": trainer.global_step, "precision": trainer.precision,
+    "accelerator": type(trainer.accelerator).__name__,
+    "val_batches": trainer.num_val_batches[0],
+}))
+"""
+
+
+def run_with(path: Path, parameters: dict, report: str, tmp_path: Path, monkeypatch) -> dict:
+    monkeypatch.setenv("NAILSEG_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("NAILSEG_RUNS_DIR", str(tmp_path / "runs"))
+    notebook = nbformat.read(path, as_version=4)
+    notebook.cells.append(new_code_cell(report))
+    out = papermill.execute_notebook(notebook, str(tmp_path / path.name), parameters=parameters,
+                                     kernel_name="python3", cwd=str(NOTEBOOKS), progress_bar=False)
+    text = "".join(o.get("text", "") for o in out.cells[-1].outputs)
+    return json.loads(text.split("REPORT", 1)[1])
+
+
+def test_notebook_02_trains_with_the_parameters_it_is_given(tmp_path, monkeypatch):
+    parameters = {"profile": "smoke", "num_images": 40, "image_size": 32, "batch_size": 4,
+                  "num_epochs": 2, "encoder": "mobilenet_v2", "lr": 0.005, "num_workers": 1,
+                  "precision": "bf16-mixed", "accelerator": "cpu", "max_train_batches": 3,
+                  "max_valid_batches": 2}
+    report = run_with(NOTEBOOKS / "02_lightning_baseline.ipynb", parameters, REPORT_02,
+                      tmp_path, monkeypatch)
+    assert report == {
+        "image_shape": [4, 3, 32, 32], "num_workers": 1, "images": 40,
+        "encoder": "mobilenet_v2", "lr": 0.005, "schedule_epochs": 2,
+        "max_epochs": 2, "epochs_run": 2, "steps": 6, "precision": "bf16-mixed",
+        "accelerator": "CPUAccelerator", "val_batches": 2,
+    }
