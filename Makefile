@@ -44,7 +44,7 @@ $(BUILD)/notebooks/%.ipynb: notebooks/%.ipynb $(ENV_STAMP)
 
 # The published edition: the notebooks as executed on an H100 (gpu profile), committed in published/.
 # `make blog BLOG_FROM=build/notebooks` renders your own run instead.
-BLOG_FROM ?= published
+BLOG_FROM ?= $(if $(wildcard published/*.ipynb),published,$(BUILD)/notebooks)
 blog: env  ## render the published edition into Jekyll posts (build/blog) and a static site (build/site)
 	$(PY) -m nailseg_common.publishing.blog --notebooks $(BLOG_FROM) --posts $(BUILD)/blog/_posts --site $(BUILD)/site
 

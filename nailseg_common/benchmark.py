@@ -1,37 +1,25 @@
-"""Benchmark harness of notebook 05: input pipelines against the bound, in one run.
+"""The benchmark of notebook 05: every input pipeline against the bound, in one run.
 
-For every pipeline (Albumentations on CPU workers at several worker counts, the uint8
-cache + Kornia on the GPU, DALI when it is installed) it measures
+The measuring is :mod:`nailseg_common.timing` (taught in notebook 05); this module is the
+catalogue and the report. For every pipeline (Albumentations on CPU workers at several
+worker counts, notebook 03's steps to the uint8 cache + Kornia on the GPU, DALI when it is
+installed) :func:`run_benchmark` measures the **loader alone**
+(:func:`~nailseg_common.timing.measure_loader`) and the **training step**
+(:func:`~nailseg_common.timing.measure_training`), both in images/s, and the **bound**: the
+same training step on batches already on the device, half of its windows measured before
+the pipelines and half after them (their ratio, ``drift``, shows whether the machine's
+speed changed during the run). ``train_ratio_to_bound`` is a pipeline's median training
+rate over the bound's median.
 
-* the **loader alone**: batches taken from the loader, moved to the device as Lightning
-  moves them (``non_blocking=True``) and, for Kornia, augmented there; images/s;
-* the **training step**: forward, backward and optimizer step of the same
-  :class:`~nailseg_common.models.LitNailSegmentation`, driven by the course's
-  ``training.make_trainer`` without logger, checkpoints, progress bar or validation;
-  images/s;
-
-and the **bound**: the same ``Trainer.fit`` on a fixed set of batches already on the
-device, half of its windows measured before the pipelines and half after them (their
-ratio, ``drift``, shows whether the GPU's clocks changed during the run). ``train_ratio_to_bound`` is a pipeline's median training rate over the
-bound's median.
-
-Method: a warm-up (cuDNN autotuning, worker start-up, the workers' prefetch buffer
-drained), then ``repeats`` consecutive windows of ``steps`` batches. The device is
-synchronised before each clock reading, so a window holds all the GPU work it queued.
-Each window gives one rate (images it saw / its seconds); results keep every window's
-rate with the median, min/max and quartiles, and the mean GPU utilisation (NVML,
-sampled in a thread; ``None`` without a GPU) and CPU utilisation (all cores, psutil)
-inside the windows.
-
-The loaders come from their modules (:func:`default_pipelines`); this module only
-times, summarises and writes JSON. ``python -m nailseg_common.benchmark --profile gpu
---out results/benchmark_h100.json`` runs it from the command line.
+Results are a JSON-ready dict (:func:`save_results`, :func:`load_results`) that records the
+device, CPU, library versions and date with every number. ``python -m
+nailseg_common.benchmark --profile gpu --out results/benchmark_h100.json`` (``make bench``)
+runs it from the command line.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import datetime
 import gc
@@ -39,27 +27,27 @@ import json
 import os
 import platform
 import statistics
-import threading
 import time
-import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
 import pytorch_lightning as pl
 import torch
 
 from .environment import library_versions
 from .paths import REPO_ROOT, DataLocation
 from .profiles import Profile
+from .timing import BOUND_BATCHES, measure_loader, measure_training, resident_batches, summarize
+
+# measure_loader, measure_training and resident_batches are also imported from here by
+# notebooks 03 and 04 and gpu_augmentation; their home is nailseg_common.timing.
 
 SCHEMA_VERSION = 1
 REFERENCE_RESULTS = REPO_ROOT / "results" / "benchmark_h100.json"
 
 # Albumentations worker counts per profile (capped at the machine's CPU count).
 WORKER_COUNTS = {"smoke": (0,), "cpu": (0, 2), "gpu": (4, 8, 15)}
-BOUND_BATCHES = 8  # distinct batches kept on the device for the bound
 
 
 @dataclass(frozen=True)
@@ -96,258 +84,7 @@ class Pipeline:
     num_workers: int | None = None
 
 
-# --------------------------------------------------------------------------- statistics
-
-
-def summarize(rates: list[float]) -> dict:
-    """Median, min, max and quartiles of per-window rates (images/s), with the rates."""
-    if not rates:
-        raise ValueError("No timing windows were measured: use repeats >= 1 and steps >= 1.")
-    ordered = sorted(rates)
-    if len(ordered) > 1:
-        q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
-    else:
-        q1 = q3 = ordered[0]
-    return {"img_s": statistics.median(ordered), "img_s_min": ordered[0], "img_s_max": ordered[-1],
-            "img_s_q1": q1, "img_s_q3": q3, "repeats": list(rates)}
-
-
-class _Utilisation:
-    """GPU utilisation (NVML, sampled every ``interval`` s in a thread) and CPU busy time."""
-
-    def __init__(self, device: torch.device, interval: float = 0.1):
-        self.interval = interval
-        self.samples: list[tuple[float, int]] = []
-        self._stop = threading.Event()
-        self._thread = None
-        self._nvml = None
-        if device.type == "cuda":
-            import pynvml
-
-            pynvml.nvmlInit()
-            self._nvml = pynvml
-            self._handle = self._nvml_handle(device)
-            self._thread = threading.Thread(target=self._sample, daemon=True)
-            self._thread.start()
-
-    def _nvml_handle(self, device: torch.device):
-        """NVML's handle of the CUDA device, matched by UUID (NVML ignores CUDA_VISIBLE_DEVICES)."""
-        uuid = str(torch.cuda.get_device_properties(device).uuid)
-        try:
-            return self._nvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
-        except self._nvml.NVMLError:  # UUID not understood: same numbering when nothing is hidden
-            return self._nvml.nvmlDeviceGetHandleByIndex(device.index or 0)
-
-    def _sample(self) -> None:
-        while not self._stop.is_set():
-            util = self._nvml.nvmlDeviceGetUtilizationRates(self._handle).gpu
-            self.samples.append((time.perf_counter(), util))
-            self._stop.wait(self.interval)
-
-    def gpu_percent(self, start: float, end: float) -> float | None:
-        """Mean GPU utilisation (%) of the samples taken between ``start`` and ``end``."""
-        if self._nvml is None:
-            return None
-        inside = [u for t, u in list(self.samples) if start <= t <= end]
-        return statistics.fmean(inside) if inside else None
-
-    def close(self) -> None:
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join()
-            self._thread = None
-            self._nvml.nvmlShutdown()
-
-
-def _cpu_busy_percent(before, after) -> float:
-    """Share (%) of all cores' time spent busy between two ``psutil.cpu_times()``."""
-    idle = (after.idle - before.idle) + (getattr(after, "iowait", 0) - getattr(before, "iowait", 0))
-    total = sum(after) - sum(before)
-    return 100.0 * (1 - idle / total) if total > 0 else 0.0
-
-
-class WindowClock:
-    """Counts batches; after ``warmup`` of them, times ``repeats`` windows of ``steps``.
-
-    Call :meth:`tick` once a batch is done (its work queued on the device). At each
-    window boundary it synchronises the device, then reads ``time.perf_counter``.
-    """
-
-    def __init__(self, device: torch.device, warmup: int, steps: int, repeats: int):
-        if steps < 1 or repeats < 1 or warmup < 0:
-            raise ValueError(f"Need steps >= 1, repeats >= 1, warmup >= 0 (got {steps}, {repeats}, {warmup}).")
-        self.device, self.warmup, self.steps, self.repeats = device, warmup, steps, repeats
-        self.total_batches = warmup + steps * repeats
-        self.batches = 0
-        self.rates: list[float] = []
-        self.gpu_util: list[float] = []
-        self.cpu_util: list[float] = []
-        self._images = 0
-        self._monitor = _Utilisation(device)
-        if warmup == 0:
-            self._open()
-
-    def _now(self) -> float:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        return time.perf_counter()
-
-    def _open(self) -> None:
-        self._images = 0
-        self._cpu_before = psutil.cpu_times()
-        self._start = self._now()
-
-    def tick(self, images: int) -> None:
-        """One batch of ``images`` images is done."""
-        self.batches += 1
-        if self.batches <= self.warmup:
-            if self.batches == self.warmup:
-                self._open()
-            return
-        self._images += images
-        if (self.batches - self.warmup) % self.steps == 0 and len(self.rates) < self.repeats:
-            end = self._now()
-            self.rates.append(self._images / (end - self._start))
-            self.cpu_util.append(_cpu_busy_percent(self._cpu_before, psutil.cpu_times()))
-            gpu = self._monitor.gpu_percent(self._start, end)
-            if gpu is not None:
-                self.gpu_util.append(gpu)
-            if len(self.rates) < self.repeats:
-                self._open()
-            else:
-                self.close()
-
-    @property
-    def done(self) -> bool:
-        return len(self.rates) == self.repeats
-
-    def close(self) -> None:
-        """Stop the utilisation sampler (also done after the last window)."""
-        self._monitor.close()
-
-    def result(self) -> dict:
-        """:func:`summarize` of the windows, with utilisation (medians over windows)."""
-        if not self.done:
-            raise RuntimeError(f"Only {len(self.rates)} of {self.repeats} timing windows finished "
-                               f"({self.batches} batches seen, {self.total_batches} needed).")
-        return {**summarize(self.rates), "batches_per_repeat": self.steps,
-                "warmup_batches": self.warmup,
-                "gpu_util_pct": statistics.median(self.gpu_util) if self.gpu_util else None,
-                "cpu_util_pct": statistics.median(self.cpu_util)}
-
-
-# --------------------------------------------------------------------------- measurements
-
-
-def _prefetched_batches(loader) -> int:
-    """Batches a ``DataLoader``'s workers hold ready ahead of time (0 for other loaders)."""
-    workers = getattr(loader, "num_workers", 0) or 0
-    return workers * (getattr(loader, "prefetch_factor", None) or 0)
-
-
-def _endless(loader: Iterable[dict]) -> Iterator[dict]:
-    """The loader's batches epoch after epoch (a new iterator each epoch, as in training)."""
-    while True:
-        empty = True
-        for batch in loader:
-            empty = False
-            yield batch
-        if empty:
-            raise RuntimeError(f"The loader {type(loader).__name__} yielded no batch in an epoch.")
-
-
-def _to_device(batch: dict, device: torch.device) -> dict:
-    return {key: value.to(device, non_blocking=device.type == "cuda") for key, value in batch.items()}
-
-
-def measure_loader(loader: Iterable[dict], device: torch.device, warmup: int, steps: int,
-                   repeats: int, augmentation: torch.nn.Module | None = None) -> dict:
-    """Images/s of the loader alone: each batch moved to ``device`` (and augmented there)."""
-    clock = WindowClock(device, warmup + _prefetched_batches(loader), steps, repeats)
-    batches = _endless(loader)
-    try:
-        while not clock.done:
-            batch = _to_device(next(batches), device)
-            if augmentation is not None:
-                batch["image"], batch["label"] = augmentation(batch["image"], batch["label"])
-            clock.tick(batch["image"].shape[0])
-    finally:
-        batches.close()
-        clock.close()
-    return clock.result()
-
-
-class ResidentBatches:
-    """The bound's loader: ``length`` batches per epoch cycled from a set already on the device."""
-
-    def __init__(self, batches: list[dict], length: int):
-        if not batches:
-            raise ValueError("The bound needs at least one batch.")
-        self.batches, self.length = batches, length
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __iter__(self) -> Iterator[dict]:
-        for index in range(self.length):
-            yield dict(self.batches[index % len(self.batches)])  # a fresh dict: hooks may edit it
-
-
-def resident_batches(loader: Iterable[dict], device: torch.device, count: int = BOUND_BATCHES) -> ResidentBatches:
-    """The first ``count`` batches of ``loader`` copied to ``device``, one epoch as long as the loader's."""
-    batches = []
-    for batch in loader:
-        batches.append({key: value.to(device).clone() for key, value in batch.items()})
-        if len(batches) == count:
-            break
-    return ResidentBatches(batches, len(loader))
-
-
-class _ClockCallback(pl.Callback):
-    """Ticks a :class:`WindowClock` after each training step (optimizer step queued)."""
-
-    def __init__(self, clock: WindowClock):
-        self.clock = clock
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        self.clock.tick(batch["image"].shape[0])
-
-
-@contextlib.contextmanager
-def _without_validation_hint() -> Iterator[None]:
-    """The benchmark trains without validation on purpose; Lightning's hint about it is noise."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r".*`validation_step` but have no `val_dataloader`.*")
-        yield
-
-
-def measure_training(loader: Iterable[dict], profile: Profile, warmup: int, steps: int, repeats: int,
-                     augmentation: torch.nn.Module | None = None) -> dict:
-    """Images/s of full training steps on ``loader`` (``Trainer.fit`` of a fresh model, seed 0)."""
-    from .models import LitNailSegmentation
-    from .training import make_trainer
-
-    device = _device(profile)
-    clock = WindowClock(device, warmup + _prefetched_batches(loader), steps, repeats)
-    torch.manual_seed(0)
-    model = LitNailSegmentation(encoder=profile.encoder, lr=profile.lr, num_epochs=1,
-                                gpu_augmentation=augmentation)
-    with _without_validation_hint(), contextlib.closing(clock):
-        trainer = make_trainer(  # the course's Trainer, minus logging, checkpoints and validation
-            profile, "benchmark", max_steps=clock.total_batches, max_epochs=-1,
-            limit_train_batches=1.0, limit_val_batches=0, logger=False, enable_checkpointing=False,
-            enable_progress_bar=False, callbacks=[_ClockCallback(clock)])
-        trainer.fit(model, train_dataloaders=loader)
-    return clock.result()
-
-
 # --------------------------------------------------------------------------- the run
-
-
-def _device(profile: Profile) -> torch.device:
-    if profile.accelerator == "gpu":
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
 
 
 def worker_counts(profile: Profile) -> tuple[int, ...]:
@@ -402,9 +139,9 @@ def train_loader_of(datamodule: pl.LightningDataModule) -> Iterable[dict]:
     return datamodule.train_dataloader()
 
 
-def _free_memory() -> None:
+def _free_memory(device: torch.device) -> None:
     gc.collect()
-    if torch.cuda.is_available():
+    if device.type == "cuda":
         torch.cuda.empty_cache()
 
 
@@ -418,18 +155,20 @@ def run_benchmark(profile: Profile, pipelines: list[Pipeline],
     (default: the first pipeline's loader).
     ``steps``/``repeats`` default to the profile's ``bench_steps``/``bench_repeats``;
     ``warmup`` to a fifth of ``steps`` (at least 1), plus a loader's prefetch buffer.
+    The device is ``profile.device``.
     """
+    run_started = time.perf_counter()
     steps = steps or profile.bench_steps
     repeats = repeats or profile.bench_repeats
     warmup = max(1, steps // 5) if warmup is None else warmup
-    device = _device(profile)
+    device = profile.device
     bound_source = bound_source or pipelines[0].make_loader
 
     def bound(label: str, windows: int) -> dict:
         started = time.perf_counter()
         result = measure_training(resident_batches(bound_source(), device), profile, warmup, steps, windows)
         log(f"bound ({label}): {result['img_s']:.1f} img/s  [{time.perf_counter() - started:.1f} s]")
-        _free_memory()
+        _free_memory(device)
         return result
 
     bound_start = bound("start", (repeats + 1) // 2)
@@ -441,11 +180,11 @@ def run_benchmark(profile: Profile, pipelines: list[Pipeline],
         workers = pipeline.num_workers if pipeline.num_workers is not None else getattr(batches, "num_workers", None)
         augmentation = pipeline.make_augmentation().to(device) if pipeline.make_augmentation else None
         loader = measure_loader(batches, device, warmup, steps, repeats, augmentation)
-        _free_memory()
+        _free_memory(device)
         augmentation = pipeline.make_augmentation() if pipeline.make_augmentation else None
         train = measure_training(batches, profile, warmup, steps, repeats, augmentation)
         del batches
-        _free_memory()
+        _free_memory(device)
         measured.append((pipeline, workers, setup_s, loader, train))
         log(f"{pipeline.name}: loader {loader['img_s']:.1f} img/s, train {train['img_s']:.1f} img/s"
             f"  [{time.perf_counter() - started:.1f} s]")
@@ -467,7 +206,7 @@ def run_benchmark(profile: Profile, pipelines: list[Pipeline],
         "versions": library_versions(),
         "config": {"profile": profile.name, "image_size": profile.image_size,
                    "batch_size": profile.batch_size, "encoder": profile.encoder,
-                   "precision": profile.precision, "num_images": profile.num_images,
+                   "precision": profile.precision, "lr": profile.lr, "num_images": profile.num_images,
                    "steps_per_repeat": steps, "repeats": repeats, "warmup_steps": warmup,
                    "bound_batches": BOUND_BATCHES, "driver": "training.make_trainer + Trainer.fit",
                    **(config or {})},
@@ -481,6 +220,7 @@ def run_benchmark(profile: Profile, pipelines: list[Pipeline],
             "train_ratio_to_bound": train["img_s"] / bound_result["img_s"],
             "loader": loader, "train": train,
         }
+    results["wall_s"] = time.perf_counter() - run_started
     return results
 
 
@@ -641,12 +381,10 @@ def main(argv: list[str] | None = None) -> Path:
     location = ensure_prepared(profile, args.data_root or None)
     workers = args.workers if args.workers is not None else worker_counts(profile)
     pipelines = default_pipelines(profile, location, workers)
-    print(f"benchmark: {profile.name} profile, {_device_name(_device(profile))}, pipelines "
+    print(f"benchmark: {profile.name} profile, {_device_name(profile.device)}, pipelines "
           f"{[p.name for p in pipelines]}")
-    started = time.perf_counter()
     results = run_benchmark(profile, pipelines, steps=args.steps, repeats=args.repeats,
                             config={"data": location.raw.name, "synthetic": location.synthetic})
-    results["wall_s"] = time.perf_counter() - started
     out = save_results(results, args.out or REPO_ROOT / "results" / f"benchmark_{profile.name}.json")
     print(summary_table(results).to_string(float_format=lambda x: f"{x:.3g}"))
     print(describe_targets(results))

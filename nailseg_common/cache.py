@@ -14,6 +14,7 @@ from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Sequential
 
 from nailseg_common.atomic import folder_lock, staged_folder
 from nailseg_common.augmentation import valid_transform
+from nailseg_common.integrity import file_records, verify_records
 from nailseg_common.paths import DataLocation
 from nailseg_common.preparation import read_split
 from nailseg_common.profiles import Profile
@@ -36,13 +37,13 @@ def _manifest(location: DataLocation, image_size: int) -> dict:
 
 
 def _is_current(folder: Path, manifest: dict) -> bool:
-    """The cache was made from these sources and every file still has the size it was written with."""
+    """The cache was made from these sources, and every file is as it was written."""
     try:
         written = json.loads((folder / "manifest.json").read_text())
-        sizes = {name: (folder / name).stat().st_size for name in CACHE_FILES}
     except (OSError, ValueError):
         return False
-    return written.get("files") == sizes and {k: written.get(k) for k in manifest} == manifest
+    files = written.pop("files", None)
+    return written == manifest and isinstance(files, dict) and not verify_records(folder, files)
 
 
 def _write_split(location: DataLocation, split: str, image_size: int, folder: Path) -> None:
@@ -80,7 +81,7 @@ def ensure_cache(location: DataLocation, image_size: int) -> Path:
         with staged_folder(target) as staging:
             for split in SPLITS:
                 _write_split(location, split, image_size, staging)
-            files = {name: (staging / name).stat().st_size for name in CACHE_FILES}
+            files = file_records(staging, CACHE_FILES)
             (staging / "manifest.json").write_text(json.dumps({**manifest, "files": files}))
     return target
 

@@ -1,14 +1,16 @@
-"""The benchmark harness on the CPU at a tiny size: well-formed, self-consistent results."""
+"""The timing toolkit and the benchmark on the CPU at a tiny size: well-formed, self-consistent results."""
 
+import ast
 import dataclasses
 import json
 import statistics
+from pathlib import Path
 
 import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from nailseg_common import benchmark
+from nailseg_common import benchmark, timing
 from nailseg_common.benchmark import Pipeline, Target
 from nailseg_common.profiles import select_profile
 
@@ -61,16 +63,16 @@ def results(profile):
 
 
 def test_summarize_median_and_spread_come_from_the_repeats():
-    stats = benchmark.summarize([30.0, 10.0, 20.0, 40.0])
+    stats = timing.summarize([30.0, 10.0, 20.0, 40.0])
     assert stats["img_s"] == 25.0 and stats["img_s_min"] == 10.0 and stats["img_s_max"] == 40.0
     assert stats["img_s_q1"] == 17.5 and stats["img_s_q3"] == 32.5
     assert stats["repeats"] == [30.0, 10.0, 20.0, 40.0]
     with pytest.raises(ValueError, match="No timing windows"):
-        benchmark.summarize([])
+        timing.summarize([])
 
 
 def test_window_clock_times_repeats_after_warmup():
-    clock = benchmark.WindowClock(torch.device("cpu"), warmup=2, steps=3, repeats=2)
+    clock = timing.WindowClock(torch.device("cpu"), warmup=2, steps=3, repeats=2)
     for _ in range(2 + 3 * 2 - 1):
         clock.tick(4)
     assert not clock.done
@@ -91,15 +93,33 @@ def test_loader_measurement_applies_the_augmentation_on_the_device():
             seen.append(image.dtype)
             return super().forward(image, label)
 
-    result = benchmark.measure_loader(loader(), torch.device("cpu"), warmup=1, steps=2, repeats=3,
+    result = timing.measure_loader(loader(), torch.device("cpu"), warmup=1, steps=2, repeats=3,
                                       augmentation=Spy())
     assert len(seen) == 1 + 2 * 3 and set(seen) == {torch.uint8}  # more batches than one epoch
     assert len(result["repeats"]) == 3 and all(r > 0 for r in result["repeats"])
 
 
+def test_resident_batches_cycle_copies_of_the_first_batches():
+    bound = timing.resident_batches(loader(), torch.device("cpu"), count=2)
+    assert len(bound) == len(loader()) == 3 and len(bound.batches) == 2
+    first, second, third = list(bound)
+    assert torch.equal(first["image"], third["image"]) and not torch.equal(first["image"], second["image"])
+    first["image"] = None  # a hook that edits its batch does not change the resident set
+    assert next(iter(bound))["image"] is not None
+
+
+def test_timing_depends_on_no_pipeline_module():
+    """No import cycles: the pipelines and the benchmark use timing, never the other way round."""
+    tree = ast.parse(Path(timing.__file__).read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
+    for module in ("benchmark", "gpu_augmentation", "cache", "dali_pipelines"):
+        assert not any(name and name.endswith(module) for name in imported), module
+
+
 def test_results_are_well_formed(results, profile):
     assert results["schema"] == benchmark.SCHEMA_VERSION
-    for key in ("date", "device", "cpu_count", "versions", "config", "bound", "pipelines"):
+    for key in ("date", "device", "cpu_count", "versions", "config", "bound", "pipelines", "wall_s"):
         assert results[key] is not None, key
     assert results["cuda"] is None and results["cpu_count"] >= 1
     assert results["versions"]["torch"] == torch.__version__.split("+")[0]
