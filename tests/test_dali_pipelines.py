@@ -8,6 +8,7 @@ import torch
 
 from nailseg_common import dali_pipelines as dp
 from nailseg_common.policy import POLICY
+from nailseg_common.profiles import select_profile
 
 needs_dali = pytest.mark.skipif(not dp.dali_available(), reason=dp.dali_status())
 
@@ -99,13 +100,23 @@ def test_batches_follow_the_batch_contract(tmp_path, device):
     assert batch["image"].device.type == expected and batch["label"].device.type == expected
 
 
-@needs_dali
-def test_cpu_only_mode_is_chosen_without_a_gpu(monkeypatch):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert dp.resolve_device("auto") == "cpu"
+def test_the_profile_decides_where_dali_runs():
+    cpu = select_profile("smoke")
+    assert dp.dali_device(cpu) == "cpu"  # CPU-only mode
+    assert dp.dali_device(dataclasses.replace(cpu, accelerator="gpu")) == "gpu"
     assert dp.default_num_threads("cpu") >= 1
+
+
+@needs_dali
+def test_unknown_devices_are_rejected(tmp_path):
+    images, masks = write_identity_set(tmp_path, 2)
     with pytest.raises(ValueError, match="device must be"):
-        dp.resolve_device("tpu")
+        dp.make_loader(images, masks, image_size=SIZE, batch_size=2, train=False, device="tpu")
+
+
+def test_datamodule_runs_where_the_profile_says(tmp_path, device):
+    profile = dataclasses.replace(select_profile("smoke"), accelerator=device)
+    assert dp.DALINailDataModule(tmp_path, profile).device == device
 
 
 def test_validation_sees_every_sample_exactly_once_per_epoch(tmp_path, device):
@@ -117,6 +128,42 @@ def test_validation_sees_every_sample_exactly_once_per_epoch(tmp_path, device):
         batches = run_epoch(loader)
         assert [len(b["image"]) for b in batches] == [4, 4, 2]
         assert [i for b in batches for i in sample_ids(b)] == list(range(10))  # file order
+
+
+def test_fill_repeats_the_padded_last_sample_and_partial_does_not(tmp_path, device):
+    images, masks = write_identity_set(tmp_path, 10)
+    seen = {}
+    for policy in (dp.LastBatchPolicy.FILL, dp.LastBatchPolicy.PARTIAL):
+        loader = dp.make_loader(images, masks, image_size=SIZE, batch_size=4, train=False,
+                                device=device, last_batch_policy=policy)
+        assert len(loader) == 3
+        seen[policy.name] = [i for b in run_epoch(loader) for i in sample_ids(b)]
+    assert seen["PARTIAL"] == list(range(10))
+    assert seen["FILL"] == list(range(10)) + [9, 9]  # the reader pads with the last sample
+
+
+def test_masks_are_resized_by_nearest_neighbour_and_stay_binary(tmp_path, device):
+    rng = np.random.default_rng(0)
+    images, masks, originals = [], [], []
+    for index, (h, w) in enumerate([(37, 29), (50, 61), (20, 24), (33, 33)]):
+        mask = (rng.random((h, w, 1)) > 0.5).astype(np.uint8)  # a linear resize would blur it
+        images.append(str(tmp_path / f"image_{index}.npy"))
+        masks.append(str(tmp_path / f"mask_{index}.npy"))
+        np.save(images[-1], np.repeat(mask * 200, 3, axis=2))
+        np.save(masks[-1], mask)
+        originals.append(mask[..., 0])
+    _, labels = plain_batch(images, masks, 4, device)
+
+    def nearest(mask):  # the source pixel whose centre is nearest to each output pixel's centre
+        rows = np.minimum(((np.arange(SIZE) + 0.5) * mask.shape[0] / SIZE).astype(int),
+                          mask.shape[0] - 1)
+        cols = np.minimum(((np.arange(SIZE) + 0.5) * mask.shape[1] / SIZE).astype(int),
+                          mask.shape[1] - 1)
+        return mask[rows][:, cols]
+
+    for original, label in zip(originals, labels):
+        assert set(np.unique(label)) <= {0, 1}
+        np.testing.assert_array_equal(label[0], nearest(original))
 
 
 def test_validation_restarts_after_an_epoch_stopped_early(tmp_path, device):
