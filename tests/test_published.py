@@ -1,0 +1,42 @@
+"""The published edition (published/): executed on an H100, without errors, and still the
+code of notebooks/."""
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from nailseg_common.publishing import blog
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+@pytest.fixture(params=SOURCES, ids=lambda p: p.name)
+def pair(request):
+    published = ROOT / "published" / request.param.name
+    assert published.exists(), f"{published} is missing: execute the notebook on a GPU (published/README.md)"
+    return nbformat.read(request.param, as_version=4), nbformat.read(published, as_version=4)
+
+
+def code(notebook) -> list[str]:
+    return [c.source for c in notebook.cells if c.cell_type == "code"
+            and "injected-parameters" not in c.metadata.get("tags", [])]
+
+
+def test_published_notebook_ran_on_the_h100_without_errors(pair):
+    _, published = pair
+    outputs = [o for c in published.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    text = "".join(o.get("text", "") for o in outputs)
+    assert "device  GPU: NVIDIA H100" in text and "profile gpu:" in text
+
+
+def test_published_code_is_the_code_of_the_notebook(pair):
+    source, published = pair
+    assert code(published) == code(source), "re-run the notebook on a GPU into published/"
+
+
+def test_the_published_edition_renders(tmp_path):
+    posts, pages = blog.render(ROOT / "published", tmp_path / "_posts", tmp_path / "site")
+    assert len(posts) == len(SOURCES) and len(pages) == len(SOURCES) + 1
