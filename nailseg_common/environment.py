@@ -39,6 +39,6 @@ def environment_report(profile: Profile | None = None) -> str:
     lines.append(f"device  {device_description()}")
     if profile is not None:
         lines.append(f"profile {profile.name}: image {profile.image_size}px, batch "
-                     f"{profile.batch_size}, {profile.num_epochs} epoch(s), encoder "
+                     f"{profile.batch_size}, {profile.max_steps} steps, encoder "
                      f"{profile.encoder}, precision {profile.precision}")
     return "\n".join(lines)

@@ -57,7 +57,7 @@ class LitNailSegmentation(pl.LightningModule):
     device; keep it stateless so checkpoints load with or without it.
     """
 
-    def __init__(self, encoder: str = "resnet34", lr: float = 1e-3, num_epochs: int = 1,
+    def __init__(self, encoder: str = "resnet34", lr: float = 1e-3, max_steps: int = 1,
                  gpu_augmentation: nn.Module | None = None, encoder_weights: str | None = None,
                  channels_last: bool | None = None, weight_decay: float = 1e-4,
                  bce_weight: float = 1.0, dice_weight: float = 1.0):
@@ -117,10 +117,7 @@ class LitNailSegmentation(pl.LightningModule):
     def configure_optimizers(self):
         optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr,
                                       weight_decay=self.hparams.weight_decay)
-        total = int(self.trainer.estimated_stepping_batches)
-        max_epochs = self.trainer.max_epochs
-        if max_epochs is not None and max_epochs > 0:  # a schedule of num_epochs epochs
-            total = max(1, total // max_epochs) * self.hparams.num_epochs
-        scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(1, total))
+        scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(
+            optimizer, T_max=max(1, self.hparams.max_steps))
         return {"optimizer": optimizer,
                 "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

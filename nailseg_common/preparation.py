@@ -24,6 +24,7 @@ Command line (``make data``)::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
@@ -370,6 +371,25 @@ def read_split(location: DataLocation, split: str) -> pd.DataFrame:
         table[column] = [str(location.prepared / p) for p in table[column]]
     table["type"] = [int(t) if t.isdigit() else t for t in table["type"]]
     return table
+
+
+MIN_STEPS_PER_EPOCH = 4
+
+
+def fit_batch_to_split(profile: Profile, location: DataLocation) -> Profile:
+    """``profile`` with a batch size the training split can fill at least
+    :data:`MIN_STEPS_PER_EPOCH` times per epoch, saying so when it had to shrink it.
+
+    A batch larger than the training set would give zero full batches (``drop_last``),
+    and one or two steps per epoch make BatchNorm and the schedule see the same few
+    batches; the training length itself is ``profile.max_steps``, whatever the batch size.
+    """
+    train_size = len(read_split(location, "train"))
+    batch = min(profile.batch_size, max(1, train_size // MIN_STEPS_PER_EPOCH))
+    if batch != profile.batch_size:
+        print(f"batch size {profile.batch_size} -> {batch}: {train_size} training images would "
+              f"give {train_size // profile.batch_size} full batch(es) per epoch")
+    return dataclasses.replace(profile, batch_size=batch)
 
 
 def dataset_table(location: DataLocation) -> pd.DataFrame:

@@ -23,7 +23,7 @@ class Profile:
     num_images: int  # synthetic images generated when no real dataset is given
     image_size: int  # square side the models see
     batch_size: int
-    num_epochs: int
+    max_steps: int  # optimizer steps: the training length, whatever the dataset's size
     encoder: str  # smp encoder name
     num_workers: int  # CPU DataLoader workers
     precision: str  # Lightning precision string
@@ -43,17 +43,17 @@ class Profile:
 PROFILES: dict[str, Profile] = {
     "smoke": Profile(
         name="smoke", accelerator="cpu", num_images=48, image_size=64, batch_size=8,
-        num_epochs=1, encoder="resnet18", num_workers=0, precision="32-true", lr=1e-3,
+        max_steps=2, encoder="resnet18", num_workers=0, precision="32-true", lr=1e-3,
         max_train_batches=2, max_valid_batches=1, bench_repeats=3, bench_steps=2,
     ),
     "cpu": Profile(
         name="cpu", accelerator="cpu", num_images=400, image_size=128, batch_size=16,
-        num_epochs=15, encoder="resnet18", num_workers=2, precision="32-true", lr=2e-3,
+        max_steps=300, encoder="resnet18", num_workers=2, precision="32-true", lr=2e-3,
         bench_repeats=3, bench_steps=5,
     ),
     "gpu": Profile(
         name="gpu", accelerator="gpu", num_images=1200, image_size=384, batch_size=32,
-        num_epochs=120, encoder="resnet34", num_workers=15, precision="bf16-mixed", lr=1e-3,
+        max_steps=3600, encoder="resnet34", num_workers=15, precision="bf16-mixed", lr=1e-3,
         bench_repeats=5, bench_steps=30, compare_epochs=3,
     ),
 }

@@ -252,7 +252,7 @@ def measure_training(loader: Iterable[dict], profile: Profile, warmup: int, step
     on ``profile.device``."""
     clock = WindowClock(profile.device, warmup + prefetched_batches(loader), steps, repeats)
     torch.manual_seed(0)
-    model = LitNailSegmentation(encoder=profile.encoder, lr=profile.lr, num_epochs=1,
+    model = LitNailSegmentation(encoder=profile.encoder, lr=profile.lr, max_steps=1,
                                 gpu_augmentation=augmentation)
     with without_validation_hint(), contextlib.closing(clock):
         trainer = make_trainer(  # the course's Trainer, minus logging, checkpoints and validation

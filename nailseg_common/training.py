@@ -20,6 +20,9 @@ from nailseg_common.progress import EpochProgressBar, quiet_lightning
 class EpochClock(Callback):
     """Logs ``epoch_s``: the wall time of each training epoch, its validation included."""
 
+    def on_train_start(self, trainer, pl_module) -> None:  # also a run resumed mid-epoch
+        self._start = time.perf_counter()
+
     def on_train_epoch_start(self, trainer, pl_module) -> None:
         self._start = time.perf_counter()
 
@@ -45,7 +48,7 @@ def make_trainer(profile: Profile, run_name: str, **overrides) -> pl.Trainer:
     logger.log_hyperparams({"profile": dataclasses.asdict(profile)})
     options = {
         "accelerator": profile.accelerator, "devices": 1, "precision": profile.precision,
-        "max_epochs": profile.num_epochs,
+        "max_steps": profile.max_steps, "max_epochs": -1,
         "limit_train_batches": profile.max_train_batches or 1.0,
         "limit_val_batches": profile.max_valid_batches or 1.0,
         "default_root_dir": runs_dir() / profile.name / run_name, "logger": logger,
@@ -68,6 +71,13 @@ def read_metrics(trainer_or_csv: pl.Trainer | str) -> pd.DataFrame:
         trainer_or_csv = logger.experiment.metrics_file_path
     frame = pd.read_csv(trainer_or_csv)
     return frame.groupby("epoch").max().drop(columns="step", errors="ignore")
+
+
+def steady_epoch_seconds(metrics: pd.DataFrame) -> float:
+    """Median wall time per epoch of a run's metrics, without the first epoch (starting
+    workers, warming caches) when there are several."""
+    seconds = metrics["epoch_s"].dropna()
+    return float((seconds.iloc[1:] if len(seconds) > 1 else seconds).median())
 
 
 def latest_run_metrics(profile: Profile, run_name: str) -> tuple[pd.DataFrame, str] | None:

@@ -57,7 +57,7 @@ data_root = ""          # your own photos (Images/<type>/, Masks/<type>/); "" = 
 num_images = None       # size of the synthetic set (ignored with data_root)
 image_size = None       # side of the square images the model sees
 batch_size = None
-num_epochs = None
+max_steps = None        # optimizer steps of the training (its length, whatever the data's size)
 encoder = None          # smp encoder name, e.g. "resnet18", "resnet34"
 lr = None               # peak learning rate of AdamW's cosine schedule
 num_workers = None      # DataLoader worker processes for Albumentations
@@ -68,15 +68,16 @@ max_valid_batches = None
 
 # %%
 from nailseg_common.environment import environment_report
-from nailseg_common.preparation import ensure_prepared
+from nailseg_common.preparation import ensure_prepared, fit_batch_to_split
 from nailseg_common.profiles import select_profile
 
 cfg = select_profile(profile, num_images=num_images, image_size=image_size, batch_size=batch_size,
-                     num_epochs=num_epochs, encoder=encoder, lr=lr, num_workers=num_workers,
+                     max_steps=max_steps, encoder=encoder, lr=lr, num_workers=num_workers,
                      precision=precision, accelerator=accelerator,
                      max_train_batches=max_train_batches, max_valid_batches=max_valid_batches)
 print(environment_report(cfg))
 data = ensure_prepared(cfg, data_root)
+cfg = fit_batch_to_split(cfg, data)
 print("data:", data.raw)
 
 # %% [markdown]
@@ -446,7 +447,8 @@ def segmentation_loss(logits: torch.Tensor, targets: torch.Tensor, bce_weight: f
 # - `training_step` and `validation_step` compute the loss and, for validation, per-image
 #   scores that `MeanMetric`s sum on the device: no host synchronisation until the epoch ends.
 # - `configure_optimizers`: AdamW with a cosine learning-rate schedule stepped every batch,
-#   over `num_epochs` epochs.
+#   over the profile's `max_steps` optimizer steps. Training length is counted in steps,
+#   not epochs, so 40 photos train as long as 960 synthetic images.
 
 # %%
 #| export models
@@ -466,7 +468,7 @@ class LitNailSegmentation(pl.LightningModule):
     device; keep it stateless so checkpoints load with or without it.
     """
 
-    def __init__(self, encoder: str = "resnet34", lr: float = 1e-3, num_epochs: int = 1,
+    def __init__(self, encoder: str = "resnet34", lr: float = 1e-3, max_steps: int = 1,
                  gpu_augmentation: nn.Module | None = None, encoder_weights: str | None = None,
                  channels_last: bool | None = None, weight_decay: float = 1e-4,
                  bce_weight: float = 1.0, dice_weight: float = 1.0):
@@ -526,17 +528,14 @@ class LitNailSegmentation(pl.LightningModule):
     def configure_optimizers(self):
         optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr,
                                       weight_decay=self.hparams.weight_decay)
-        total = int(self.trainer.estimated_stepping_batches)
-        max_epochs = self.trainer.max_epochs
-        if max_epochs is not None and max_epochs > 0:  # a schedule of num_epochs epochs
-            total = max(1, total // max_epochs) * self.hparams.num_epochs
-        scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(1, total))
+        scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(
+            optimizer, T_max=max(1, self.hparams.max_steps))
         return {"optimizer": optimizer,
                 "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
 
 # %%
-model = LitNailSegmentation(encoder=cfg.encoder, lr=cfg.lr, num_epochs=cfg.num_epochs)
+model = LitNailSegmentation(encoder=cfg.encoder, lr=cfg.lr, max_steps=cfg.max_steps)
 print(f"U-Net with a {cfg.encoder} encoder: "
       f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters")
 
@@ -544,7 +543,7 @@ print(f"U-Net with a {cfg.encoder} encoder: "
 # ## 3. The `Trainer`
 #
 # `make_trainer` configures the Trainer from the profile: accelerator, precision
-# (`bf16-mixed` on the GPU), epochs, a CSV logger under `runs/<profile>/<run name>/`, a
+# (`bf16-mixed` on the GPU), the step budget, a CSV logger under `runs/<profile>/<run name>/`, a
 # checkpoint of the best validation Dice plus `last.ckpt`, and an `EpochClock` that logs each
 # epoch's wall time (`epoch_s`, validation included), so later notebooks can compare
 # pipelines from the logs. `read_metrics` turns a run's CSV log into one row per epoch.
@@ -571,6 +570,9 @@ from nailseg_common.progress import EpochProgressBar, quiet_lightning
 class EpochClock(Callback):
     """Logs ``epoch_s``: the wall time of each training epoch, its validation included."""
 
+    def on_train_start(self, trainer, pl_module) -> None:  # also a run resumed mid-epoch
+        self._start = time.perf_counter()
+
     def on_train_epoch_start(self, trainer, pl_module) -> None:
         self._start = time.perf_counter()
 
@@ -596,7 +598,7 @@ def make_trainer(profile: Profile, run_name: str, **overrides) -> pl.Trainer:
     logger.log_hyperparams({"profile": dataclasses.asdict(profile)})
     options = {
         "accelerator": profile.accelerator, "devices": 1, "precision": profile.precision,
-        "max_epochs": profile.num_epochs,
+        "max_steps": profile.max_steps, "max_epochs": -1,
         "limit_train_batches": profile.max_train_batches or 1.0,
         "limit_val_batches": profile.max_valid_batches or 1.0,
         "default_root_dir": runs_dir() / profile.name / run_name, "logger": logger,
@@ -619,6 +621,13 @@ def read_metrics(trainer_or_csv: pl.Trainer | str) -> pd.DataFrame:
         trainer_or_csv = logger.experiment.metrics_file_path
     frame = pd.read_csv(trainer_or_csv)
     return frame.groupby("epoch").max().drop(columns="step", errors="ignore")
+
+
+def steady_epoch_seconds(metrics: pd.DataFrame) -> float:
+    """Median wall time per epoch of a run's metrics, without the first epoch (starting
+    workers, warming caches) when there are several."""
+    seconds = metrics["epoch_s"].dropna()
+    return float((seconds.iloc[1:] if len(seconds) > 1 else seconds).median())
 
 
 def latest_run_metrics(profile: Profile, run_name: str) -> tuple[pd.DataFrame, str] | None:
@@ -793,9 +802,9 @@ plt.show()
 #    and the curves: how much does the policy help on this dataset?
 # 2. Re-run with `num_workers=0` and with as many workers as your machine has cores. How
 #    does the wait share change?
-# 3. Resume training for two more epochs from `last.ckpt`
+# 3. Resume training for 100 more steps from `last.ckpt`
 #    (`trainer.fit(model, datamodule=datamodule, ckpt_path=...)` with a trainer made for
-#    `num_epochs + 2` epochs). Does `trainer.global_step` continue where it stopped?
+#    `max_steps + 100` steps). Does `trainer.global_step` continue where it stopped?
 # 4. Train with `LitNailSegmentation(..., bce_weight=0, dice_weight=0)` (the Lovász hinge
 #    alone). Compare the hard Dice and the soft Dice with the default: why does the soft Dice
 #    suffer most?

@@ -57,7 +57,7 @@ data_root = ""          # your own photos (Images/<type>/, Masks/<type>/); "" = 
 num_images = None       # size of the synthetic set (ignored with data_root)
 image_size = None       # side of the square images the model sees
 batch_size = None
-num_epochs = None       # epochs of the Kornia training
+max_steps = None        # optimizer steps of the Kornia training
 compare_epochs = None   # epochs of the speed-only Albumentations run
 encoder = None          # smp encoder name
 lr = None               # peak learning rate
@@ -71,16 +71,17 @@ bench_repeats = None    # timed windows per measurement
 
 # %%
 from nailseg_common.environment import environment_report
-from nailseg_common.preparation import ensure_prepared
+from nailseg_common.preparation import ensure_prepared, fit_batch_to_split
 from nailseg_common.profiles import select_profile
 
 cfg = select_profile(profile, num_images=num_images, image_size=image_size, batch_size=batch_size,
-                     num_epochs=num_epochs, compare_epochs=compare_epochs, encoder=encoder, lr=lr,
+                     max_steps=max_steps, compare_epochs=compare_epochs, encoder=encoder, lr=lr,
                      num_workers=num_workers, precision=precision, accelerator=accelerator,
                      max_train_batches=max_train_batches, max_valid_batches=max_valid_batches,
                      bench_steps=bench_steps, bench_repeats=bench_repeats)
 print(environment_report(cfg))
 data = ensure_prepared(cfg, data_root)
+cfg = fit_batch_to_split(cfg, data)
 print("data:", data.raw)
 device = cfg.device
 print(f"Kornia runs on the {device.type.upper()} in this notebook"
@@ -651,7 +652,7 @@ plt.show()
 #
 # The model is notebook 02's `LitNailSegmentation`; the only change is
 # `gpu_augmentation=KorniaAugmentation()`, fed by the cache. It trains for the profile's
-# `num_epochs`, with a progress line per epoch.
+# `max_steps`, with a progress line per epoch.
 
 # %%
 import time
@@ -661,7 +662,7 @@ import pytorch_lightning as pl
 from nailseg_common.training import DataWaitTimer, latest_run_metrics, make_trainer, read_metrics
 
 pl.seed_everything(0, verbose=False)
-model = LitNailSegmentation(cfg.encoder, cfg.lr, cfg.num_epochs, gpu_augmentation=KorniaAugmentation())
+model = LitNailSegmentation(cfg.encoder, cfg.lr, cfg.max_steps, gpu_augmentation=KorniaAugmentation())
 kornia_timer = DataWaitTimer()
 trainer = make_trainer(cfg, "03_kornia", callbacks=[kornia_timer])
 start = time.perf_counter()
@@ -680,18 +681,12 @@ kornia_metrics = read_metrics(trainer)
 
 # %%
 from nailseg_common.datasets import NailDataModule
-
-
-def steady_epoch_seconds(metrics) -> float:
-    """Median wall time per epoch, without the first epoch when there are several."""
-    seconds = metrics["epoch_s"].dropna()
-    return float((seconds.iloc[1:] if len(seconds) > 1 else seconds).median())
-
+from nailseg_common.training import steady_epoch_seconds
 
 pl.seed_everything(0, verbose=False)
-short = make_trainer(cfg, "03_albumentations_speed", max_epochs=cfg.compare_epochs,
+short = make_trainer(cfg, "03_albumentations_speed", max_epochs=cfg.compare_epochs, max_steps=-1,
                      enable_checkpointing=False)
-short.fit(LitNailSegmentation(cfg.encoder, cfg.lr, cfg.compare_epochs), NailDataModule(data, cfg))
+short.fit(LitNailSegmentation(cfg.encoder, cfg.lr, cfg.max_steps), NailDataModule(data, cfg))
 speed = pd.DataFrame({
     "s / epoch": {"Albumentations on CPU workers": steady_epoch_seconds(read_metrics(short)),
                   f"cache + Kornia on {device.type.upper()}": steady_epoch_seconds(kornia_metrics)},

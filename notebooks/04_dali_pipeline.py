@@ -65,7 +65,7 @@ data_root = ""          # your own photos (Images/<type>/, Masks/<type>/); "" = 
 num_images = None       # size of the synthetic set (ignored with data_root)
 image_size = None       # side of the square images the model sees
 batch_size = None
-num_epochs = None       # epochs of the DALI training run
+max_steps = None        # optimizer steps of the DALI training run
 encoder = None          # smp encoder name, e.g. "resnet18", "resnet34"
 lr = None               # peak learning rate of AdamW's cosine schedule
 precision = None        # Lightning precision, e.g. "32-true", "bf16-mixed"
@@ -77,16 +77,17 @@ max_valid_batches = None
 
 # %%
 from nailseg_common.environment import environment_report
-from nailseg_common.preparation import ensure_prepared
+from nailseg_common.preparation import ensure_prepared, fit_batch_to_split
 from nailseg_common.profiles import select_profile
 
 cfg = select_profile(profile, num_images=num_images, image_size=image_size, batch_size=batch_size,
-                     num_epochs=num_epochs, encoder=encoder, lr=lr, precision=precision,
+                     max_steps=max_steps, encoder=encoder, lr=lr, precision=precision,
                      accelerator=accelerator, num_workers=num_workers,
                      compare_epochs=compare_epochs, max_train_batches=max_train_batches,
                      max_valid_batches=max_valid_batches)
 print(environment_report(cfg))
 data = ensure_prepared(cfg, data_root)
+cfg = fit_batch_to_split(cfg, data)
 print("data:", data.raw)
 
 # %% [markdown]
@@ -779,7 +780,7 @@ class DALINailDataModule(pl.LightningDataModule):
 # The model is notebook 02's `LitNailSegmentation`, unchanged (it converts uint8 to float and
 # normalises on the device), and so is the Trainer: `make_trainer` logs each epoch's metrics
 # and wall time under `runs/<profile>/04_dali/`. This is the notebook's full training run,
-# `num_epochs` epochs; a `DataWaitTimer` records how long each step waited for its batch.
+# `max_steps` optimizer steps; a `DataWaitTimer` records how long each step waited for its batch.
 
 # %%
 import time
@@ -792,7 +793,7 @@ from nailseg_common.training import DataWaitTimer, make_trainer, read_metrics
 if HAVE_DALI:
     pl.seed_everything(0, verbose=False)
     datamodule = DALINailDataModule(data, cfg)
-    model = LitNailSegmentation(encoder=cfg.encoder, lr=cfg.lr, num_epochs=cfg.num_epochs)
+    model = LitNailSegmentation(encoder=cfg.encoder, lr=cfg.lr, max_steps=cfg.max_steps)
     timer = DataWaitTimer()
     trainer = make_trainer(cfg, "04_dali", callbacks=[timer])
     start = time.perf_counter()
@@ -854,18 +855,12 @@ if HAVE_DALI:
 
 # %%
 from nailseg_common.datasets import NailDataModule
-
-
-def steady_epoch_seconds(metrics) -> float:
-    """Median wall time per epoch, without the first epoch when there are several."""
-    seconds = metrics["epoch_s"].dropna()
-    return float((seconds.iloc[1:] if len(seconds) > 1 else seconds).median())
-
+from nailseg_common.training import steady_epoch_seconds
 
 pl.seed_everything(0, verbose=False)
-short = make_trainer(cfg, "04_albumentations_speed", max_epochs=cfg.compare_epochs,
+short = make_trainer(cfg, "04_albumentations_speed", max_epochs=cfg.compare_epochs, max_steps=-1,
                      enable_checkpointing=False)
-short.fit(LitNailSegmentation(cfg.encoder, cfg.lr, cfg.compare_epochs), NailDataModule(data, cfg))
+short.fit(LitNailSegmentation(cfg.encoder, cfg.lr, cfg.max_steps), NailDataModule(data, cfg))
 speed = {f"Albumentations, {cfg.num_workers} CPU worker(s)": read_metrics(short)}
 if HAVE_DALI:
     speed[f"DALI on the {device.upper()}"] = dali_metrics

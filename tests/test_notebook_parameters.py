@@ -19,8 +19,8 @@ print("REPORT" + json.dumps({
     "num_workers": loader.num_workers,
     "images": len(datamodule.train_set) + len(datamodule.valid_set),
     "encoder": model.hparams.encoder, "lr": model.hparams.lr,
-    "schedule_epochs": model.hparams.num_epochs,
-    "max_epochs": trainer.max_epochs, "epochs_run": trainer.current_epoch,
+    "schedule_steps": model.hparams.max_steps,
+    "max_steps": trainer.max_steps, "epochs_run": trainer.current_epoch,
     "steps": trainer.global_step, "precision": trainer.precision,
     "accelerator": type(trainer.accelerator).__name__,
     "val_batches": trainer.num_val_batches[0],
@@ -41,14 +41,14 @@ def run_with(path: Path, parameters: dict, report: str, tmp_path: Path, monkeypa
 
 def test_notebook_02_trains_with_the_parameters_it_is_given(tmp_path, monkeypatch):
     parameters = {"profile": "smoke", "num_images": 40, "image_size": 32, "batch_size": 4,
-                  "num_epochs": 2, "encoder": "mobilenet_v2", "lr": 0.005, "num_workers": 1,
+                  "max_steps": 6, "encoder": "mobilenet_v2", "lr": 0.005, "num_workers": 1,
                   "precision": "bf16-mixed", "accelerator": "cpu", "max_train_batches": 3,
                   "max_valid_batches": 2}
     report = run_with(NOTEBOOKS / "02_lightning_baseline.ipynb", parameters, REPORT_02,
                       tmp_path, monkeypatch)
     assert report == {
         "image_shape": [4, 3, 32, 32], "num_workers": 1, "images": 40,
-        "encoder": "mobilenet_v2", "lr": 0.005, "schedule_epochs": 2,
-        "max_epochs": 2, "epochs_run": 2, "steps": 6, "precision": "bf16-mixed",
+        "encoder": "mobilenet_v2", "lr": 0.005, "schedule_steps": 6,
+        "max_steps": 6, "epochs_run": 2, "steps": 6, "precision": "bf16-mixed",
         "accelerator": "CPUAccelerator", "val_batches": 2,
     }

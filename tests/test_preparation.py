@@ -18,9 +18,11 @@ from nailseg_common.images import MASK_THRESHOLD, DataError, read_binary_mask, r
 from nailseg_common.paths import DataLocation
 from nailseg_common.preparation import (
     COLUMNS,
+    MIN_STEPS_PER_EPOCH,
     dataset_table,
     ensure_prepared,
     find_pairs,
+    fit_batch_to_split,
     main,
     prepare_dataset,
     read_split,
@@ -564,3 +566,17 @@ def test_staging_folders_are_removed_even_when_nothing_is_rebuilt(dataset, tmp_p
     _prepare(dataset, tmp_path)
     assert _leftovers(tmp_path) == []
     assert prepared.joinpath("prepared.json").stat().st_mtime_ns == before
+
+
+def test_the_batch_never_exceeds_what_the_training_split_can_fill(tmp_path, capsys):
+    raw = tmp_path / "nails"
+    synthetic.generate_synthetic_dataset(raw, 20, seed=3)
+    location = DataLocation(raw=raw, prepared=tmp_path / "prepared", synthetic=True)
+    prepare_dataset(raw, location.prepared, progress=False)
+    train_size = len(read_split(location, "train"))
+    profile = select_profile("smoke", batch_size=32)
+    fitted = fit_batch_to_split(profile, location)
+    assert fitted.batch_size == train_size // MIN_STEPS_PER_EPOCH
+    assert "batch size 32 ->" in capsys.readouterr().out
+    small = select_profile("smoke", batch_size=2)
+    assert fit_batch_to_split(small, location) == small
