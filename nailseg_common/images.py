@@ -1,5 +1,9 @@
 """Reading dataset images and masks, whatever format a real set comes in.
 
+Every file is first turned as its own EXIF Orientation tag says (phone photos carry one),
+so it is read the way a photo viewer shows it: an image and its mask line up when they
+are drawn to match on screen, whether both, one or neither of them has the tag.
+
 Images become ``HxWx3 uint8`` RGB (RGBA loses its alpha, grayscale is repeated).
 16-bit grayscale is scaled by the bit depth its data uses: the smallest of 8, 10, 12, 14
 or 16 bits that holds its brightest pixel (so 12-bit data, at most 4095, is not read
@@ -32,7 +36,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import Image, ImageOps, UnidentifiedImageError
 
 MASK_THRESHOLD = 128
 """A mask pixel is nail when its value is >= this (0..255 scale), for 0/255 masks."""
@@ -51,10 +55,12 @@ class DataError(ValueError):
 
 
 def _open(path: str | os.PathLike, what: str) -> Image.Image:
-    """Open and decode ``path`` fully, turning every failure into a :class:`DataError`."""
+    """Open and decode ``path`` fully, turned as its EXIF orientation says (see the module doc);
+    every failure becomes a :class:`DataError`."""
     try:
         image = Image.open(path)
         image.load()
+        ImageOps.exif_transpose(image, in_place=True)  # in place: keeps ``format``
     except FileNotFoundError:
         raise DataError(f"{what} {os.fspath(path)!r} does not exist: check the path "
                         "(and that image and mask share the same file name).") from None

@@ -1,10 +1,11 @@
 """Where the course keeps its data, decided in one place.
 
 ``NAILSEG_DATA_ROOT`` points at a dataset in the real layout (``Images/1..4`` and
-``Masks/1..4``); without it the course uses a synthetic set it generates under
-``NAILSEG_DATA_DIR`` (default: the repository's ``data/`` folder). A real dataset's
-prepared files go to ``prepared/<folder name>-<8 hex digits of its full path>``, so
-``/a/nails`` and ``/b/nails`` never share (and overwrite) one prepared folder.
+``Masks/1..4``, or flat: files directly in ``Images/`` and ``Masks/``); without it the
+course uses a synthetic set it generates under ``NAILSEG_DATA_DIR`` (default: the
+repository's ``data/`` folder). A real dataset's prepared files go to
+``prepared/<folder name>-<8 hex digits of its full path>``, so ``/a/nails`` and
+``/b/nails`` never share (and overwrite) one prepared folder.
 """
 
 from __future__ import annotations

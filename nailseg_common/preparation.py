@@ -10,8 +10,11 @@ byte-identical files. A second call with unchanged inputs returns at once, after
 check of every prepared file against ``prepared.json`` (:mod:`~nailseg_common.integrity`):
 a deleted, truncated or replaced file makes it rebuild the folder, with a warning.
 
-What is found is said, and what is doubtful refused: sub-folders of ``Images`` are types
-(a warning names them unless they are numbers), folders named like a split
+What is found is said, and what is doubtful refused: ``Images`` and ``Masks`` are found in
+any letter case (``images/``, ``IMAGES/``; two of them is an error), their sub-folders are
+types (a warning names them unless they are numbers), files directly in them (the flat
+layout) are one type, :data:`FLAT_TYPE`, and both at once is an error; every file is turned
+as its EXIF orientation says (:mod:`~nailseg_common.images`); folders named like a split
 (``train``, ``val``...) are refused, names match whatever their Unicode normalisation
 (NFC or NFD), and masks with no nail pixel are kept as photos without nails but named
 in a warning, unless they are most of the set, which is refused.
@@ -45,7 +48,8 @@ from .paths import DataLocation, data_location
 from .profiles import Profile, select_profile
 from .synthetic import ensure_synthetic_dataset
 
-PREPARATION_VERSION = 2
+PREPARATION_VERSION = 3
+"""Bumped when the same inputs would be prepared differently (3: EXIF orientation applied)."""
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 COLUMNS = ["image", "mask", "type", "npy_image", "npy_mask"]
 SPLITS = ("train", "valid")
@@ -53,18 +57,21 @@ MANIFEST_NAME = "prepared.json"
 MAX_LISTED = 20
 SPLIT_WORDS = {"train", "training", "val", "valid", "validation", "test", "testing", "eval",
                "evaluation", "dev"}
+FLAT_TYPE = "1"
+"""The type of every pair in the flat layout (files directly in Images/ and Masks/)."""
 MAX_EMPTY_SHARE = 0.5
 """More masks without any nail pixel than this share of the set is refused."""
 LAYOUT_HELP = ("Put the real dataset there as Images/<type>/<name>.png|.jpg with masks of the "
-               "same names in Masks/<type>/ (types 1..4), or leave data_root and "
+               "same names in Masks/<type>/ (types 1..4), or all files directly in Images/ "
+               "and Masks/ (one type), or leave data_root and "
                "NAILSEG_DATA_ROOT empty to use the synthetic set: `make data`, or "
                "nailseg_common.synthetic.generate_synthetic_dataset(root, 400).")
 
 
 @dataclass(frozen=True)
 class Pair:
-    """One image and its mask; ``type`` is the sub-folder name, ``name`` the shared stem
-    (both in Unicode NFC)."""
+    """One image and its mask; ``type`` is the sub-folder name (:data:`FLAT_TYPE` in the flat
+    layout), ``name`` the shared stem (both in Unicode NFC)."""
 
     image: Path
     mask: Path
@@ -98,18 +105,30 @@ def _entries(folder: Path, raw: Path) -> list[Path]:
     return entries
 
 
-def _type_folders(folder: Path, raw: Path) -> dict[str, Path]:
-    """Sub-folders of ``Images`` or ``Masks``; loose files there are an error."""
-    folders, loose = {}, []
-    for entry in _entries(folder, raw):
-        if entry.is_dir():
-            folders[_key(entry.name)] = entry
-        else:
-            loose.append(str(entry.relative_to(raw)))
-    if loose:
-        raise DataError(f"Files directly in {folder}: move them into type sub-folders "
-                        f"({folder.name}/1 .. {folder.name}/4):" + _listing(loose))
-    return folders
+def _layout_folder(raw: Path, name: str) -> Path | None:
+    """The folder of ``raw`` called ``name`` in any letter case; two candidates raise."""
+    found = [e for e in _entries(raw, raw) if e.name.casefold() == name.casefold() and e.is_dir()]
+    if len(found) > 1:
+        raise DataError(f"Data root {raw} has {len(found)} folders named {name}: "
+                        f"{' and '.join(e.name for e in found)}. Merge them into one {name} folder.")
+    return found[0] if found else None
+
+
+def _type_folders(folder: Path, raw: Path) -> dict[str, Path] | None:
+    """Sub-folders of ``Images`` or ``Masks`` by name, or ``None`` when it holds files
+    directly (the flat layout); files and sub-folders together are an error."""
+    entries = _entries(folder, raw)
+    folders = {_key(e.name): e for e in entries if e.is_dir()}
+    files = [str(e.relative_to(raw)) for e in entries if not e.is_dir()]
+    if folders and files:
+        subfolders = [str(e.relative_to(raw)) for e in folders.values()]
+        raise DataError(
+            f"{folder} holds both files and sub-folders: use one layout, either all files "
+            f"directly in {folder.name}/ (taken as one type) or all in type sub-folders "
+            f"({folder.name}/1 .. {folder.name}/4). Move the files into a sub-folder, or the "
+            f"sub-folders' files up.\n{len(files)} file(s):" + _listing(files)
+            + f"\n{len(subfolders)} sub-folder(s):" + _listing(subfolders))
+    return None if files else folders
 
 
 def _check_types(types: list[str], raw: Path) -> None:
@@ -147,22 +166,33 @@ def _files_by_stem(folder: Path, raw: Path) -> dict[str, Path]:
 
 
 def find_pairs(raw: str | os.PathLike) -> list[Pair]:
-    """All image/mask pairs under ``raw`` (``Images/<type>/`` and ``Masks/<type>/``), sorted.
+    """All image/mask pairs under ``raw``, sorted: ``Images/<type>/`` and ``Masks/<type>/``,
+    or the flat layout, files directly in ``Images/`` and ``Masks/``, taken as the one type
+    :data:`FLAT_TYPE`. ``Images`` and ``Masks`` are found in any letter case.
 
-    Raises :class:`DataError` for a missing or empty root, unsupported files, broken links,
-    type folders named like a split, folders inside type folders, and images without a
-    mask or masks without an image (all of them listed).
+    Raises :class:`DataError` for a missing or empty root, two folders differing only in
+    case (``images`` and ``Images``), files and sub-folders mixed in ``Images`` or ``Masks``
+    (or one flat, the other not), unsupported files, broken links, type folders named like
+    a split, folders inside type folders, and images without a mask or masks without an
+    image (all of them listed).
     """
     raw = Path(raw)
     if not raw.is_dir():
         raise DataError(f"Data root {raw} does not exist. {LAYOUT_HELP}")
-    images_dir, masks_dir = raw / "Images", raw / "Masks"
-    missing = [d.name for d in (images_dir, masks_dir) if not d.is_dir()]
+    images_dir, masks_dir = _layout_folder(raw, "Images"), _layout_folder(raw, "Masks")
+    missing = [name for name, d in (("Images", images_dir), ("Masks", masks_dir)) if d is None]
     if missing:
         raise DataError(f"Data root {raw} has no {' and no '.join(missing)} folder. {LAYOUT_HELP}")
-    image_types = _type_folders(images_dir, raw)
-    mask_types = _type_folders(masks_dir, raw)
-    _check_types(sorted(set(image_types) | set(mask_types), key=_type_order), raw)
+    image_types, mask_types = _type_folders(images_dir, raw), _type_folders(masks_dir, raw)
+    if image_types is None or mask_types is None:
+        if image_types or mask_types:
+            flat, typed = (images_dir, masks_dir) if image_types is None else (masks_dir, images_dir)
+            raise DataError(f"{flat} holds its files directly but {typed} has sub-folders: lay "
+                            "out images and masks alike, either both flat or both in the same "
+                            "type sub-folders.")
+        image_types, mask_types = {FLAT_TYPE: images_dir}, {FLAT_TYPE: masks_dir}
+    else:
+        _check_types(sorted(set(image_types) | set(mask_types), key=_type_order), raw)
     pairs, lonely_images, lonely_masks = [], [], []
     for kind in sorted(set(image_types) | set(mask_types), key=_type_order):
         images = _files_by_stem(image_types[kind], raw) if kind in image_types else {}
@@ -178,9 +208,9 @@ def find_pairs(raw: str | os.PathLike) -> list[Pair]:
         problems.append(f"{len(lonely_masks)} mask(s) without an image of the same name:"
                         + _listing(lonely_masks))
     if problems:
-        raise DataError(f"Unmatched files in {raw}: add the missing partner (Images/<type>/x.png "
-                        "needs Masks/<type>/x.png or .jpg) or remove the file.\n"
-                        + "\n".join(problems))
+        raise DataError(f"Unmatched files in {raw}: add the missing partner (an image needs a "
+                        "mask of the same name, .png or .jpg, in the matching Masks folder) or "
+                        "remove the file.\n" + "\n".join(problems))
     if not pairs:
         raise DataError(f"No images found under {raw}. {LAYOUT_HELP}")
     return pairs
@@ -409,17 +439,24 @@ def dataset_table(location: DataLocation) -> pd.DataFrame:
 
 
 def summary(location: DataLocation) -> str:
-    """Counts per type and split, as text."""
+    """Counts per type and split, as text; says when the set is in the flat layout."""
     table = dataset_table(location)
+    images = [Path(image) for image in table["image"]]
     counts = table.pivot_table(index="type", columns="split", values="image", aggfunc="count",
                                fill_value=0)
     kind = "synthetic" if location.synthetic else "real"
     empty = int((table["nail_fraction"] == 0).sum())
     kept = f", {empty} of them without any nail pixel (kept)" if empty else ""
+    if all(image.parent.parent == location.raw for image in images):
+        layout = (f"flat layout: {len(table)} pairs directly in {images[0].parent.name}/ and "
+                  f"{Path(table['mask'][0]).parent.name}/, taken as one type ({FLAT_TYPE}); "
+                  "by split:")
+    else:
+        layout = "types (sub-folders of Images/) by split:"
     return (f"{kind} dataset: {location.raw}\nprepared: {location.prepared}\n"
             f"{len(table)} pairs{kept}, sizes {table['width'].min()}..{table['width'].max()} x "
             f"{table['height'].min()}..{table['height'].max()} px\n"
-            f"types (sub-folders of Images/) by split:\n{counts.to_string()}")
+            f"{layout}\n{counts.to_string()}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -428,7 +465,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile", default="", help="smoke, cpu or gpu (default: "
                         "$NAILSEG_PROFILE, else chosen from the hardware)")
     parser.add_argument("--data-root", default="", help="a real dataset (Images/1..4, "
-                        "Masks/1..4); default: $NAILSEG_DATA_ROOT, else the synthetic set")
+                        "Masks/1..4, or flat Images/, Masks/); default: $NAILSEG_DATA_ROOT, else the synthetic set")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     try:

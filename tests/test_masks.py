@@ -99,3 +99,29 @@ def test_deep_pngs_are_scaled_by_the_bit_depth_they_use(tmp_path, bits):
     np.testing.assert_array_equal(image[:, :, 0], np.rint(ramp * (255 / top)).astype(np.uint8))
     mask = TRUTH.astype(np.uint16) * np.uint16(top)
     np.testing.assert_array_equal(read_binary_mask(_file(tmp_path, mask)), TRUTH)
+
+
+def _oriented(tmp_path, displayed, orientation, fmt="PNG", name="mask", **options):
+    """``displayed`` stored the way a phone stores it: turned, with an EXIF Orientation tag
+    (6: turn clockwise to display, 8: counter-clockwise) that turns it back."""
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    stored = np.rot90(displayed, 1 if orientation == 6 else -1)
+    return _file(tmp_path, np.ascontiguousarray(stored), fmt, name=name, exif=exif, **options)
+
+
+@pytest.mark.parametrize("orientation", [6, 8])
+def test_exif_orientation_is_applied(tmp_path, orientation):
+    rgb = np.repeat(TRUTH[:, :, None] * 255, 3, axis=2)
+    np.testing.assert_array_equal(read_rgb(_oriented(tmp_path, rgb, orientation, name="image")),
+                                  rgb)
+    np.testing.assert_array_equal(read_binary_mask(_oriented(tmp_path, TRUTH * 255, orientation)),
+                                  TRUTH)
+
+
+def test_exif_oriented_jpeg_0_1_masks_stay_0_1_masks(tmp_path):
+    """Turning must not hide that the file is a JPEG, whose 1s come back as 2s."""
+    _, _, truth = synthetic_sample(0, 3)
+    path = _oriented(tmp_path, truth, 6, "JPEG", quality=75)
+    assert np.asarray(Image.open(path)).max() >= 2
+    assert np.mean(read_binary_mask(path) != truth) < 0.01

@@ -329,17 +329,11 @@ def test_a_split_that_comes_out_empty(tmp_path):
     assert "at least 2 per type" in str(error.value)
 
 
-def test_unsupported_and_misplaced_files_are_named(dataset, tmp_path):
+def test_unsupported_files_are_named(dataset, tmp_path):
     bmp = dataset / "Images" / "1" / "scan.bmp"
     _image(0).save(bmp)
     with pytest.raises(DataError, match=re.escape(str(bmp))):
         _prepare(dataset, tmp_path)
-    bmp.unlink()
-    loose = dataset / "Masks" / "loose.png"
-    _mask(0).save(loose)
-    with pytest.raises(DataError, match="Masks/loose.png") as error:
-        _prepare(dataset, tmp_path)
-    assert "type sub-folders" in str(error.value)
 
 
 def test_two_files_with_the_same_name(dataset, tmp_path):
@@ -580,3 +574,101 @@ def test_the_batch_never_exceeds_what_the_training_split_can_fill(tmp_path, caps
     assert "batch size 32 ->" in capsys.readouterr().out
     small = select_profile("smoke", batch_size=2)
     assert fit_batch_to_split(small, location) == small
+
+
+# --- real sets as people have them: folder case, the flat layout, EXIF orientation ---------
+
+def _flat(root, images="images", masks="masks", count=10):
+    for i in range(count):
+        (root / images).mkdir(parents=True, exist_ok=True)
+        (root / masks).mkdir(parents=True, exist_ok=True)
+        _image(i).save(root / images / f"img{i}.png")
+        _mask(i).save(root / masks / f"img{i}.png")
+    return root
+
+
+@pytest.mark.parametrize("images,masks", [("images", "masks"), ("IMAGES", "Masks")])
+def test_flat_layout_in_any_letter_case_is_one_type(tmp_path, images, masks):
+    root = _flat(tmp_path / "raw", images, masks)
+    pairs = find_pairs(root)
+    assert [(p.type, p.image.name, p.mask.name) for p in pairs] == \
+        [("1", f"img{i}.png", f"img{i}.png") for i in range(10)]
+    assert all(p.image.parent.name == images and p.mask.parent.name == masks for p in pairs)
+    _prepare(root, tmp_path)
+    location = _location(root, tmp_path)
+    train, valid = read_split(location, "train"), read_split(location, "valid")
+    assert (len(train), len(valid)) == (8, 2) and not set(train["image"]) & set(valid["image"])
+    for _, row in pd.concat([train, valid]).iterrows():
+        assert row["type"] == 1 and row["mask"] == row["image"].replace(images, masks)
+        np.testing.assert_array_equal(np.load(row["npy_image"]), np.asarray(Image.open(row["image"])))
+        np.testing.assert_array_equal(np.load(row["npy_mask"])[:, :, 0],
+                                      np.asarray(Image.open(row["mask"])) // 255)
+    assert (f"flat layout: 10 pairs directly in {images}/ and {masks}/, taken as one type (1)"
+            in summary(location))
+
+
+@pytest.mark.parametrize("where", ["Images", "Masks"])
+def test_files_beside_type_folders_are_refused(dataset, tmp_path, where):
+    _mask(0).save(dataset / where / "loose.png")
+    with pytest.raises(DataError, match=f"{where} holds both files and sub-folders") as error:
+        _prepare(dataset, tmp_path)
+    message = str(error.value)
+    assert f"1 file(s):\n  {where}/loose.png" in message
+    assert f"4 sub-folder(s):\n  {where}/1\n  {where}/2" in message
+    assert "Move the files into a sub-folder, or the sub-folders' files up" in message
+    assert not (tmp_path / "prepared").exists()
+
+
+def test_flat_images_with_typed_masks_are_refused(tmp_path):
+    root = _flat(tmp_path / "raw", "Images", "Masks")
+    for mask in sorted((root / "Masks").iterdir()):
+        (root / "Masks" / "1").mkdir(exist_ok=True)
+        mask.rename(root / "Masks" / "1" / mask.name)
+    with pytest.raises(DataError, match=r"Images holds its files directly but .*Masks has "
+                                        "sub-folders: lay out images and masks alike"):
+        _prepare(root, tmp_path)
+
+
+def test_two_folders_differing_only_in_case_are_refused(dataset, tmp_path):
+    (dataset / "images").mkdir()
+    with pytest.raises(DataError, match=r"2 folders named Images: Images and images\. Merge "
+                                        "them into one Images folder"):
+        _prepare(dataset, tmp_path)
+
+
+def _pattern(height, width):
+    """Two blocks no turn or flip maps onto themselves (8-pixel aligned, for JPEG)."""
+    pattern = np.zeros((height, width), np.uint8)
+    pattern[0:8, 0:16] = 1
+    pattern[16:24, 24:32] = 1
+    return pattern
+
+
+def _phone_file(displayed, orientation):
+    """``displayed`` stored as a phone stores it: turned, with the EXIF Orientation tag
+    (6: turn clockwise to display, 8: counter-clockwise) that turns it back."""
+    exif = Image.Exif()
+    if orientation:
+        exif[0x0112] = orientation
+        displayed = np.rot90(displayed, 1 if orientation == 6 else -1)
+    return Image.fromarray(np.ascontiguousarray(displayed)), exif
+
+
+@pytest.mark.parametrize("size", [(24, 40), (32, 32)])  # a square one used to pass silently
+@pytest.mark.parametrize("orientation", [6, 8])
+@pytest.mark.parametrize("tagged", ["image", "mask", "both"])
+def test_exif_oriented_photos_and_masks_line_up(dataset, tmp_path, size, orientation, tagged):
+    """Each file is turned by its own tag, as a photo viewer shows it."""
+    pattern = _pattern(*size)
+    rgb = np.repeat(pattern[:, :, None] * 200 + 30, 3, axis=2).astype(np.uint8)
+    image, image_exif = _phone_file(rgb, orientation if tagged != "mask" else 0)
+    mask, mask_exif = _phone_file(pattern * 255, orientation if tagged != "image" else 0)
+    image_path, mask_path = write_pair(dataset, 1, "phone", image_suffix=".jpg")
+    image.save(image_path, exif=image_exif, quality=95)
+    mask.save(mask_path, exif=mask_exif)
+    _prepare(dataset, tmp_path)
+    npy_image = np.load(tmp_path / "prepared" / "npy" / "images" / "1" / "phone.npy")
+    npy_mask = np.load(tmp_path / "prepared" / "npy" / "masks" / "1" / "phone.npy")
+    assert npy_image.shape == (*size, 3) and npy_mask.shape == (*size, 1)
+    np.testing.assert_array_equal(npy_mask[:, :, 0], pattern)
+    np.testing.assert_array_equal(npy_image.mean(axis=2) > 130, pattern.astype(bool))
