@@ -103,7 +103,7 @@ LOOKS = {
     "course": _Look(TYPES, (3 / 4, 4 / 3, 3 / 4, 4 / 3, 9 / 16, 16 / 9, 1.0, 2 / 3, 3 / 2, 2.2),
                     POLISH_COLOURS, NEUTRAL_COLOURS, (0.5, 0.3, 0.2), (-0.7, 0.7), 0.08, 0.5),
     "photo": _Look((1,), (3 / 4, 3 / 4, 3 / 4, 9 / 16, 4 / 3), PHOTO_POLISH, PHOTO_SURFACES,
-                   (0.9, 0.05, 0.05), (0.35, 1.0), 0.3, 0.9),
+                   (0.9, 0.05, 0.05), (0.5, 1.2), 0.3, 0.9),
 }
 STYLES = tuple(LOOKS)
 
@@ -400,10 +400,12 @@ def _skin_colour(skin, u, v, r, a: float, b: float, length: float, light: _Light
             d = u + np.float32(crease) * r
             near = np.exp(-(d / (0.35 * r)) ** 2)
             shade *= 1.0 - 0.14 * np.exp(-(d / (0.06 * r)) ** 2) - 0.05 * near * np.sin(d / (0.03 * r)) ** 2
+    tint = np.float32([0.25, 0.0, -0.1]) * (1.0 - shade)[:, :, None]  # light scattered red
+    tint += np.float32([0.03, -0.06, -0.05]) * np.exp(-((u + 0.4 * r) / (1.3 * r)) ** 2)[:, :, None]
+    tint += np.float32(1.0)  # (the second term: blood under the fingertip)
     shade *= 1.0 + texture
-    tip = np.exp(-((u + 0.4 * r) / (1.3 * r)) ** 2)  # blood under the fingertip
-    colour = skin * shade[:, :, None] ** np.float32([0.8, 1.0, 1.12])[None, None, :]
-    colour *= (1.0 + tip[:, :, None] * np.float32([0.03, -0.06, -0.05]))
+    colour = skin * shade[:, :, None]
+    colour *= tint
     sheen = np.exp(-((nv - 0.6 * lx) / 0.3) ** 2) * np.float32(0.08)
     colour += (np.float32(255) - colour) * sheen[:, :, None]
     return colour
@@ -452,8 +454,12 @@ def _draw_finger(canvas, mask, rng, tip, angle, radius, length, skin, light: _Li
     for box, _, _, _, shadow, _, _ in pieces:
         _shadow(canvas, box, shadow, radius, light)
     for box, u, v, alpha, _, a, b in pieces:
-        if not alpha.any():
+        rows, cols = np.flatnonzero(alpha.any(axis=1)), np.flatnonzero(alpha.any(axis=0))
+        if not len(rows):
             continue
+        inner = np.s_[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1]  # skip the shadow's margin
+        box = (box[0] + rows[0], box[0] + rows[-1] + 1, box[2] + cols[0], box[2] + cols[-1] + 1)
+        u, v, alpha = u[inner], v[inner], alpha[inner]
         y0, y1, x0, x1 = box
         colour = _skin_colour(skin, u, v, r, a, b, length, light, angle,
                               light.texture[y0:y1, x0:x1])
@@ -532,17 +538,15 @@ def _camera(rng: np.random.Generator, canvas: np.ndarray, kind: int, look: _Look
     balance *= np.float32(rng.uniform(0.7, 1.2))  # exposure
     canvas *= light[:, :, None]
     canvas *= balance
-    canvas *= np.float32(1 / 255)
-    np.clip(canvas, 0, 1, out=canvas)
-    canvas **= np.float32(rng.uniform(0.8, 1.15))  # tone curve
-    level = rng.uniform(0.004, 0.03 if kind == 3 else 0.02)  # shot noise ~ sqrt(brightness)
-    noise = np.sqrt(canvas.mean(axis=2, keepdims=True) + 0.01)
+    np.clip(canvas, 0, 255, out=canvas)
+    level = rng.uniform(0.06, 0.5 if kind == 3 else 0.32)  # shot noise ~ sqrt(brightness)
+    noise = np.sqrt(canvas[:, :, 1:2] + 2.5)
     noise *= rng.standard_normal((h, w, 1), np.float32)
     noise *= np.float32(level)
     canvas += noise
-    canvas *= np.float32(255)
     np.clip(canvas, 0, 255, out=canvas)
-    return canvas.astype(np.uint8)
+    curve = 255 * (np.arange(256) / 255) ** rng.uniform(0.8, 1.15)  # tone curve
+    return curve.astype(np.uint8)[canvas.astype(np.uint8)]
 
 
 def _motion_blur(rng: np.random.Generator, pixels: np.ndarray) -> np.ndarray:
