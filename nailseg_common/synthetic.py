@@ -1,25 +1,43 @@
 """Synthetic nail photos in the real dataset's layout, the course's embedded default.
 
-Every image shows fingers (skin tones from light to dark, shaded like cylinders, with
-knuckle creases) whose nails are polished in many colours or left nude, with glossy
-highlights, on textured and cluttered backgrounds that contain the same colours:
-polish-coloured blobs and glossy beads, skin-coloured fingers seen from the palm side
-(no nail). Lighting gradients, colour casts, blur, noise and JPEG artefacts follow.
-A model therefore has to learn the shape and context of a nail, not one colour threshold.
+Every image shows fingers (skin tones from light to dark, lit by a directional light,
+with pores, blotchy colour, redder shadows and fingertips, knuckle creases and fine
+lines) whose nails are polished in many colours or left nude. A nail has a proximal
+cuticle and side grooves, a lunula and a whitish free edge when nude, sometimes a
+French tip or a bare gap at the cuticle, and a highlight placed by the light and shaped
+by the nail's curvature. Backgrounds are textured and cluttered with the same colours
+(polish-coloured blobs and glossy beads, skin-coloured fingers seen from the palm side,
+without nail), often out of focus. Fingers cast soft shadows. A phone camera follows:
+white balance, exposure, vignetting, brightness-dependent noise, defocus or motion
+blur, soft chroma, sharpening and JPEG. A model therefore has to learn the shape and
+context of a nail, not one colour threshold.
 
-The four sub-folders differ the way the real dataset's types might:
+The mask is the visible nail plate: the cuticle and the skin folds around the nail are
+not part of it, as in real annotations; whatever a finger drawn later covers is removed.
+
+Two styles (``style=``) share the drawing code and differ in what they draw from:
+
+``"course"`` (the default, for training), in four sub-folders that differ the way the
+real dataset's types might:
 
 1. one finger (sometimes two), close up;
 2. a whole hand, several fingers and a thumb;
 3. small hands far away;
 4. fingers on a busy background full of distractors.
 
+``"photo"``, a stand-in for "your own photos": close-up phone snapshots of one hand
+coming in from an edge of a mostly portrait 3:4 frame, under warm indoor light, on
+plain surfaces (wood, bedding, stone, fabric) far out of focus, with other polish
+(pastels, nudes, French tips). All of it is type 1 (``Images/1/``, ``Masks/1/``), as a
+user's own photos would be. Fine-tuning a course model on it is a domain-shift exercise.
+
 Images are ``Images/<type>/<index>.png``, masks ``Masks/<type>/<index>.png`` (0/255).
-Sample ``i`` depends only on ``(seed, i)``, so a set is byte-for-byte reproducible.
+Sample ``i`` depends only on ``(seed, i, style)``, so a set is byte-for-byte reproducible.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import math
@@ -32,7 +50,7 @@ from tqdm import tqdm
 
 from .atomic import folder_lock, staged_folder
 
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3
 MANIFEST_NAME = "manifest.json"
 TYPES = (1, 2, 3, 4)
 TYPE_DESCRIPTIONS = {
@@ -58,6 +76,45 @@ NEUTRAL_COLOURS = np.array([
     (245, 245, 245), (200, 200, 205), (120, 120, 125), (40, 40, 45), (160, 120, 80),
     (110, 75, 45), (210, 190, 160), (70, 90, 110), (150, 170, 150), (230, 220, 200),
 ], dtype=np.float32)
+PHOTO_POLISH = np.array([
+    (232, 178, 168), (248, 204, 210), (196, 150, 200), (160, 198, 232), (170, 212, 182),
+    (122, 22, 42), (244, 238, 232), (182, 110, 88), (62, 50, 62), (226, 150, 128),
+], dtype=np.float32)
+PHOTO_SURFACES = np.array([
+    (150, 104, 68), (192, 150, 108), (236, 230, 220), (130, 130, 136), (224, 224, 228),
+    (72, 92, 130), (180, 170, 150), (96, 70, 52),
+], dtype=np.float32)
+
+
+class _Look(NamedTuple):
+    """What a style draws from: types, frame shapes, palettes, surfaces, light, camera."""
+
+    types: tuple[int, ...]
+    aspects: tuple[float, ...]  # width / height
+    polish: np.ndarray
+    surfaces: np.ndarray  # background colours, with polish and skin mixed in by ``mixing``
+    mixing: tuple[float, float, float]  # odds of a surface, polish or skin colour
+    warmth: tuple[float, float]  # white balance: -1 cool daylight .. 1 warm tungsten
+    french: float  # odds of a French tip on polished nails
+    defocus: float  # odds that the background is out of focus
+
+
+LOOKS = {
+    "course": _Look(TYPES, (3 / 4, 4 / 3, 3 / 4, 4 / 3, 9 / 16, 16 / 9, 1.0, 2 / 3, 3 / 2, 2.2),
+                    POLISH_COLOURS, NEUTRAL_COLOURS, (0.5, 0.3, 0.2), (-0.7, 0.7), 0.08, 0.5),
+    "photo": _Look((1,), (3 / 4, 3 / 4, 3 / 4, 9 / 16, 4 / 3), PHOTO_POLISH, PHOTO_SURFACES,
+                   (0.9, 0.05, 0.05), (0.5, 1.2), 0.3, 0.9),
+}
+STYLES = tuple(LOOKS)
+
+
+class _Light(NamedTuple):
+    """The scene's light and skin: direction (radians), height, shadows, skin texture field."""
+
+    direction: float
+    elevation: float  # 0 grazing .. pi/2 from the camera's side
+    darkness: float
+    texture: np.ndarray  # HxW, about zero-mean: pores and blotches shared by all skin
 
 
 def _pick(rng: np.random.Generator, palette: np.ndarray, jitter: float = 12.0) -> np.ndarray:
@@ -65,9 +122,15 @@ def _pick(rng: np.random.Generator, palette: np.ndarray, jitter: float = 12.0) -
     return np.clip(colour, 0, 255).astype(np.float32)
 
 
-def _scene_colour(rng: np.random.Generator) -> np.ndarray:
-    """A background colour: mostly neutral, often a polish colour or a skin tone."""
-    palette = (NEUTRAL_COLOURS, POLISH_COLOURS, SKIN_TONES)[rng.choice(3, p=(0.5, 0.3, 0.2))]
+def _pick_skin(rng: np.random.Generator) -> np.ndarray:
+    """A skin tone, varied in proportion to its brightness so dark skin keeps its hue."""
+    tone = SKIN_TONES[rng.integers(len(SKIN_TONES))] * rng.normal(1.0, 0.03, 3) * rng.uniform(0.9, 1.1)
+    return np.clip(tone, 0, 255).astype(np.float32)
+
+
+def _scene_colour(rng: np.random.Generator, look: _Look) -> np.ndarray:
+    """A background colour: mostly a surface colour, at times a polish colour or a skin tone."""
+    palette = (look.surfaces, look.polish, SKIN_TONES)[rng.choice(3, p=look.mixing)]
     return _pick(rng, palette, 18.0)
 
 
@@ -91,27 +154,38 @@ def _rotated_polygon(cx: float, cy: float, rx: float, ry: float, angle: float,
     return [(cx + x * c - y * s, cy + x * s + y * c) for x, y in corners]
 
 
-def _background(rng: np.random.Generator, h: int, w: int, clutter: int) -> np.ndarray:
-    """A textured background (gradient, blotches or stripes) with ``clutter`` shapes on it."""
-    c1, c2 = _scene_colour(rng), _scene_colour(rng)
+def _pattern(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
+    """A background pattern in [0, 1]: gradient, blotches, stripes or wood grain."""
     side = max(h, w)
     ys = (np.arange(h, dtype=np.float32) / side)[:, None]
     xs = (np.arange(w, dtype=np.float32) / side)[None, :]
-    kind = rng.integers(3)
     angle = rng.uniform(0, 2 * math.pi)
+    along = xs * math.cos(angle) + ys * math.sin(angle)
+    kind = rng.integers(4)
     if kind == 0:
-        t = xs * math.cos(angle) + ys * math.sin(angle)
-        t = (t - t.min()) / max(float(t.max() - t.min()), 1e-6)
+        t = (along - along.min()) / max(float(along.max() - along.min()), 1e-6)
     elif kind == 1:
         t = _smooth_noise(rng, h, w, int(rng.integers(3, 10)))
-    else:
+    elif kind == 2:
         period = rng.uniform(0.015, 0.12)
-        t = 0.5 + 0.5 * np.sin((xs * math.cos(angle) + ys * math.sin(angle)) * (2 * math.pi / period)
-                               + 0.8 * _smooth_noise(rng, h, w, 4))
+        t = 0.5 + 0.5 * np.sin(along * (2 * math.pi / period) + 0.8 * _smooth_noise(rng, h, w, 4))
+    else:  # wood: fine stripes bent by a smooth field, across the grain
+        across = ys * math.cos(angle) - xs * math.sin(angle)
+        warp = 6.0 * _smooth_noise(rng, h, w, int(rng.integers(2, 5)))
+        t = 0.5 + 0.5 * np.sin(across * rng.uniform(60, 160) + warp) ** 3
+    return np.clip(t, 0, 1)
+
+
+def _background(rng: np.random.Generator, h: int, w: int, clutter: int, look: _Look) -> np.ndarray:
+    """A textured background with ``clutter`` shapes on it, often out of focus."""
+    c1, c2 = _scene_colour(rng, look), _scene_colour(rng, look)
+    if rng.random() < 0.5:  # one material in two shades
+        c2 = c1 * np.float32(rng.uniform(0.6, 0.9))
+    side = max(h, w)
+    t = _pattern(rng, h, w)[:, :, None]
     grain = _smooth_noise(rng, h, w, int(rng.integers(24, 80))) - np.float32(0.5)
     grain *= np.float32(rng.uniform(0.05, 0.35))
     grain += np.float32(1.0)
-    t = np.clip(t, 0, 1)[:, :, None]
     base = (c2 - c1) * t
     base += c1
     base *= grain[:, :, None]
@@ -119,7 +193,7 @@ def _background(rng: np.random.Generator, h: int, w: int, clutter: int) -> np.nd
     image = Image.fromarray(base.astype(np.uint8))
     draw = ImageDraw.Draw(image)
     for _ in range(clutter):
-        fill = tuple(int(v) for v in _scene_colour(rng))
+        fill = tuple(int(v) for v in _scene_colour(rng, look))
         cx, cy = rng.uniform(0, w), rng.uniform(0, h)
         rx, ry = side * rng.uniform(0.02, 0.18), side * rng.uniform(0.02, 0.18)
         shape = rng.integers(4)
@@ -135,7 +209,19 @@ def _background(rng: np.random.Generator, h: int, w: int, clutter: int) -> np.nd
             radii = rng.uniform(0.3, 1.0, len(angles)) * rx
             draw.polygon([(cx + r * math.cos(a), cy + r * math.sin(a))
                           for r, a in zip(radii, angles, strict=True)], fill=fill)
+    if rng.random() < look.defocus:  # depth of field: the hand is in focus, the table is not
+        image = image.filter(ImageFilter.GaussianBlur(side * rng.uniform(0.002, 0.012)))
     return np.asarray(image, dtype=np.float32)
+
+
+def _skin_texture(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
+    """Zero-mean relative brightness field: pores (pixel noise) and blotches (smooth)."""
+    texture = rng.standard_normal((h, w), np.float32)
+    texture *= np.float32(rng.uniform(0.015, 0.045))
+    blotch = _smooth_noise(rng, h, w, int(rng.integers(12, 40))) - np.float32(0.5)
+    blotch *= np.float32(rng.uniform(0.05, 0.14))
+    texture += blotch
+    return texture
 
 
 def _box(cx: float, cy: float, ex: float, ey: float, h: int, w: int) -> tuple[int, int, int, int]:
@@ -162,28 +248,64 @@ def _composite(canvas: np.ndarray, box, colour: np.ndarray, alpha: np.ndarray) -
     region += colour
 
 
-def _nail_style(rng: np.random.Generator, skin: np.ndarray) -> dict:
+def _light_across(light: _Light, angle: float) -> tuple[float, float]:
+    """The light's component across a finger pointing at ``angle``, and towards the camera."""
+    across = math.cos(light.direction - angle - math.pi / 2) * math.cos(light.elevation)
+    return across, math.sin(light.elevation)
+
+
+def _nail_style(rng: np.random.Generator, skin: np.ndarray, look: _Look) -> dict:
     """Shape, colour and finish shared by the nails of one hand."""
     nude = rng.random() < 0.3
     if nude:
-        colour = np.clip(skin * rng.uniform((1.0, 0.9, 0.9), (1.12, 1.0, 1.02)) + (12, 4, 8), 0, 255)
+        colour = np.clip(skin * rng.uniform((1.0, 0.86, 0.86), (1.12, 0.98, 1.0)) + (14, 4, 8),
+                         0, 255)
     else:
-        colour = _pick(rng, POLISH_COLOURS, 14.0)
+        colour = _pick(rng, look.polish, 14.0)
     shape = rng.choice(["oval", "square", "almond", "stiletto"], p=(0.4, 0.3, 0.2, 0.1))
     long_nail = shape in ("almond", "stiletto") or rng.random() < 0.3
     return {
         "nude": nude,
         "colour": colour.astype(np.float32),
+        "skin": skin,
         "power": {"oval": 2.0, "square": 4.5, "almond": 2.2, "stiletto": 2.0}[shape],
         "taper": {"oval": 0.0, "square": 0.0, "almond": 0.55, "stiletto": 0.8}[shape],
         "length": rng.uniform(1.9, 2.7) if long_nail else rng.uniform(1.3, 1.8),
         "width": rng.uniform(0.68, 0.85),
-        "gloss": 0.0 if nude and rng.random() < 0.5 else rng.uniform(0.25, 0.85),
+        "cuticle": rng.uniform(0.05, 0.14),  # share of the plate's length under the fold
+        "dryness": rng.uniform(0.05, 0.3),  # how white the cuticle is
+        "gap": rng.uniform(0.04, 0.1) if not nude and rng.random() < 0.25 else 0.0,
+        "french": not nude and rng.random() < look.french,
+        "gloss": rng.uniform(0.1, 0.4) if nude else rng.uniform(0.35, 0.95),
+        "window": rng.random() < 0.3,  # a sharp-edged reflection of a window or lamp
     }
 
 
-def _draw_nail(canvas, mask, rng, tip, angle, radius, style) -> None:
-    """One nail on the fingertip at ``tip`` (centre of the tip's cap), pointing at ``angle``."""
+def _plate_colour(style: dict, t, q, du, centre_u: float, radius: float) -> np.ndarray:
+    """Nail colour before gloss: curvature shading, lunula, free edge, polish details."""
+    curve = np.sqrt(np.clip(1.0 - q * q, 0, 1))
+    shade = 0.72 + 0.28 * curve
+    colour = style["colour"] * shade[:, :, None]
+    free_edge = np.clip((du + centre_u - 0.85 * radius) / (0.15 * radius), 0, 1)
+    if style["nude"]:
+        lunula = np.clip((-t - 0.45) / 0.25, 0, 1) * np.clip((0.8 - q) / 0.2, 0, 1)
+        ridges = np.sin(q * 40.0) * 0.02  # fine lines along the plate
+        colour *= (1.0 + ridges)[:, :, None]
+        colour += (np.float32(250) - colour) * (0.3 * lunula + 0.7 * free_edge)[:, :, None]
+    elif style["french"]:
+        colour += (np.float32(248) - colour) * (0.92 * np.clip(free_edge * 3, 0, 1))[:, :, None]
+    if style["gap"]:
+        bare = np.clip((-t - (1.0 - 2 * style["gap"])) / 0.03, 0, 1)[:, :, None]
+        colour += (style["skin"] * np.float32(1.05) + 20 - colour) * bare
+    return colour
+
+
+def _draw_nail(canvas, mask, rng, tip, angle, radius, style, light: _Light) -> None:
+    """One nail on the fingertip at ``tip`` (centre of the tip's cap), pointing at ``angle``.
+
+    The plate is a superellipse; its proximal end lies under a crescent of cuticle
+    (skin, excluded from the mask) and the skin beside it is shaded like a groove.
+    """
     h, w = canvas.shape[:2]
     half_len = style["length"] * radius * rng.uniform(0.45, 0.55)
     half_wid = style["width"] * radius * rng.uniform(0.95, 1.05)
@@ -191,7 +313,7 @@ def _draw_nail(canvas, mask, rng, tip, angle, radius, style) -> None:
     centre_u = far_end - half_len
     cx = tip[0] + centre_u * math.cos(angle)
     cy = tip[1] + centre_u * math.sin(angle)
-    extent = max(half_len, half_wid) + 2
+    extent = max(half_len, half_wid) * 1.12 + 3
     box = _box(cx, cy, extent, extent, h, w)
     if box[0] >= box[1] or box[2] >= box[3]:
         return
@@ -201,38 +323,50 @@ def _draw_nail(canvas, mask, rng, tip, angle, radius, style) -> None:
     q = np.abs(dv) / across
     p = np.where(t > 0, np.float32(style["power"]), np.float32(2.0))
     f = (np.abs(t) ** p + q ** p) ** (1.0 / p)
-    alpha = np.clip(0.5 - (f - 1.0) * np.float32(half_wid), 0, 1)
-    if not alpha.any():
+    outline = np.clip(0.5 - (f - 1.0) * np.float32(half_wid), 0, 1)
+    if not outline.any():
         return
-    curve = np.sqrt(np.clip(1.0 - q * q, 0, 1))
-    shade = 0.6 + 0.4 * curve
-    shade *= 1.0 - 0.3 * np.clip((f - 0.85) / 0.15, 0, 1) * (t < 0)  # cuticle
-    colour = style["colour"] * shade[:, :, None]
-    if style["nude"]:
-        lunula = np.clip((-t - 0.55) / 0.3, 0, 1) * (f < 0.9)
-        free_edge = np.clip((du + centre_u - 0.85 * radius) / (0.2 * radius), 0, 1)
-        colour += (np.float32(250) - colour) * (0.35 * lunula + 0.75 * free_edge)[:, :, None]
-    gloss = style["gloss"] * rng.uniform(0.7, 1.2)
-    offset = rng.uniform(-0.5, 0.5)
-    streak = gloss * np.exp(-((dv / across - offset) / 0.18) ** 2 - (t / 0.6) ** 4)
-    colour += (np.float32(255) - colour) * np.clip(streak, 0, 1)[:, :, None]
-    _composite(canvas, box, colour, alpha)
+    # the visible plate: the proximal part shortened by the cuticle
+    tv = np.where(t < 0, t / np.float32(1.0 - style["cuticle"]), t)
+    fv = (np.abs(tv) ** p + q ** p) ** (1.0 / p)
+    plate = np.clip(0.5 - (fv - 1.0) * np.float32(half_wid), 0, 1)
     y0, y1, x0, x1 = box
-    mask[y0:y1, x0:x1][f <= 1.0] = 1
+    groove = np.exp(-((f - 1.0) * np.float32(half_wid / 1.5)) ** 2) * (t < 0.4)
+    canvas[y0:y1, x0:x1] *= (1.0 - 0.22 * groove)[:, :, None]
+    dry = np.clip(1.0 - (fv - 1.0) * np.float32(half_wid) / 3.0, 0, 1)  # whitish next to the plate
+    dry *= outline * (1.0 - plate) * (t < 0) * np.float32(style["dryness"])
+    region = canvas[y0:y1, x0:x1]
+    region += (np.float32(255) - region) * dry[:, :, None]
+    colour = _plate_colour(style, t, q, du, centre_u, radius)
+    colour += _gloss(rng, style, light, angle, dv / across, t)[:, :, None] * (np.float32(255) - colour)
+    _composite(canvas, box, colour, plate)
+    mask[y0:y1, x0:x1][fv <= 1.0] = 1
 
 
-class _Light(NamedTuple):
-    """The scene's light: where it comes from (radians) and how dark shadows are."""
-
-    direction: float
-    darkness: float
+def _gloss(rng, style: dict, light: _Light, angle: float, nv, t) -> np.ndarray:
+    """Specular highlight where the curved plate's normal meets the light's half-vector."""
+    across, _ = _light_across(light, angle)
+    along = math.cos(light.direction - angle) * math.cos(light.elevation)
+    hv = 0.55 * across + rng.uniform(-0.15, 0.15)
+    hu = 0.5 * along
+    bend = hv * (1.0 - 0.35 * t * t)  # the streak follows the plate's curvature
+    strength = style["gloss"] * rng.uniform(0.7, 1.2)
+    if style["window"]:
+        width = rng.uniform(0.12, 0.22)
+        core = np.clip((width - np.abs(nv - bend)) / 0.04, 0, 1)
+        core *= np.clip((0.55 - np.abs(t - hu)) / 0.08, 0, 1)
+    else:
+        core = np.exp(-((nv - bend) / rng.uniform(0.1, 0.22)) ** 2 - ((t - hu) / 0.55) ** 4)
+    glow = 0.25 * np.exp(-((nv - bend) / 0.45) ** 2 - ((t - hu) / 0.8) ** 2)
+    return np.clip(strength * (core + glow), 0, 1)
 
 
 def _shadow(canvas, box, alpha, radius, light: _Light) -> None:
-    """Darken the canvas under ``alpha`` moved away from the light by a third of ``radius``."""
+    """Darken the canvas under ``alpha`` moved away from the light, longer for a low light."""
     h, w = canvas.shape[:2]
-    dy = round(-math.sin(light.direction) * radius / 3)
-    dx = round(-math.cos(light.direction) * radius / 3)
+    reach = radius * (0.15 + 0.5 * math.cos(light.elevation))
+    dy = round(-math.sin(light.direction) * reach)
+    dx = round(-math.cos(light.direction) * reach)
     y0, y1, x0, x1 = box
     ty0, ty1, tx0, tx1 = max(0, y0 + dy), min(h, y1 + dy), max(0, x0 + dx), min(w, x1 + dx)
     if ty0 >= ty1 or tx0 >= tx1:
@@ -254,18 +388,42 @@ def _visible_span(tip, angle, length, margin, h, w) -> tuple[float, float]:
     return lo, hi
 
 
+def _skin_colour(skin, u, v, r, a: float, b: float, length: float, light: _Light,
+                 angle: float, texture: np.ndarray) -> np.ndarray:
+    """Lit skin: Lambert shading with redder shadows, a redder tip, creases, fine lines, pores."""
+    nv = np.clip(v / r, -1, 1)
+    lx, lz = _light_across(light, angle)
+    lit = np.clip(nv * np.float32(lx) + np.sqrt(1.0 - nv * nv) * np.float32(lz), 0, 1)
+    shade = 0.42 + 0.58 * lit
+    for crease in (1.6, 3.6):
+        if length > crease * r and a - r < crease * r < b + r:
+            d = u + np.float32(crease) * r
+            near = np.exp(-(d / (0.35 * r)) ** 2)
+            shade *= 1.0 - 0.14 * np.exp(-(d / (0.06 * r)) ** 2) - 0.05 * near * np.sin(d / (0.03 * r)) ** 2
+    tint = np.float32([0.25, 0.0, -0.1]) * (1.0 - shade)[:, :, None]  # light scattered red
+    tint += np.float32([0.03, -0.06, -0.05]) * np.exp(-((u + 0.4 * r) / (1.3 * r)) ** 2)[:, :, None]
+    tint += np.float32(1.0)  # (the second term: blood under the fingertip)
+    shade *= 1.0 + texture
+    colour = skin * shade[:, :, None]
+    colour *= tint
+    sheen = np.exp(-((nv - 0.6 * lx) / 0.3) ** 2) * np.float32(0.08)
+    colour += (np.float32(255) - colour) * sheen[:, :, None]
+    return colour
+
+
 def _draw_finger(canvas, mask, rng, tip, angle, radius, length, skin, light: _Light,
                  nail: dict | None) -> None:
     """A finger from ``length`` behind up to ``tip``; ``nail`` (a style) draws its nail too.
 
-    The finger casts a shadow and hides whatever it covers, including nails drawn
+    The finger casts a soft shadow and hides whatever it covers, including nails drawn
     before it, so the mask is cleared under it (``mask`` may be None for distractors).
     Long fingers are drawn in pieces along their axis (each pixel belongs to exactly
     one piece), so a diagonal finger does not cost its whole bounding box.
     """
     h, w = canvas.shape[:2]
     c, s = math.cos(angle), math.sin(angle)
-    near, far = _visible_span(tip, angle, length, radius + 2, h, w)
+    soft = radius * 0.3 + 1.0
+    near, far = _visible_span(tip, angle, length, radius + soft + 2, h, w)
     if near > far:
         return
     count = max(1, math.ceil((far - near) / max(3.0 * radius, 32.0)))
@@ -274,33 +432,42 @@ def _draw_finger(canvas, mask, rng, tip, angle, radius, length, skin, light: _Li
     pieces = []
     for i in range(count):
         a, b = edges[i], edges[i + 1]  # this piece: u in [-b, -a)
+        reach = radius + soft
         box = _box(tip[0] - (a + b) / 2 * c, tip[1] - (a + b) / 2 * s,
-                   abs(b - a) / 2 * abs(c) + radius, abs(b - a) / 2 * abs(s) + radius, h, w)
+                   abs(b - a) / 2 * abs(c) + reach, abs(b - a) / 2 * abs(s) + reach, h, w)
         if box[0] >= box[1] or box[2] >= box[3]:
             continue
         u, v = _local(box, tip[0], tip[1], angle)
         along = u - np.clip(u, -length, 0)
-        alpha = np.clip(0.5 - (np.sqrt(along * along + v * v) - r), 0, 1)
+        edge = np.sqrt(along * along + v * v) - r
+        alpha = np.clip(0.5 - edge, 0, 1)
+        shadow = np.clip(0.5 - edge / np.float32(2 * soft), 0, 1)
+        inside = np.ones_like(u, dtype=bool)
         if i > 0:
-            alpha *= u < np.float32(-a)
+            inside &= u < np.float32(-a)
         if i < count - 1:
-            alpha *= u >= np.float32(-b)
-        if alpha.any():
-            pieces.append((box, u, v, alpha, a, b))
-    for box, _, _, alpha, _, _ in pieces:
-        _shadow(canvas, box, alpha, radius, light)
-    facing = np.float32(0.15 * math.cos(angle + math.pi / 2 - light.direction))
-    for box, u, v, alpha, a, b in pieces:
-        shade = 0.6 + 0.4 * np.sqrt(np.clip(1.0 - (v / r) ** 2, 0, 1)) + facing * v / r
-        for crease in (1.6, 3.6):
-            if length > crease * radius and a - radius < crease * radius < b + radius:
-                shade *= 1.0 - 0.12 * np.exp(-((u + crease * r) / (0.07 * r)) ** 2)
-        _composite(canvas, box, skin * shade[:, :, None], alpha)
+            inside &= u >= np.float32(-b)
+        alpha *= inside
+        shadow *= inside
+        if shadow.any():
+            pieces.append((box, u, v, alpha, shadow, a, b))
+    for box, _, _, _, shadow, _, _ in pieces:
+        _shadow(canvas, box, shadow, radius, light)
+    for box, u, v, alpha, _, a, b in pieces:
+        rows, cols = np.flatnonzero(alpha.any(axis=1)), np.flatnonzero(alpha.any(axis=0))
+        if not len(rows):
+            continue
+        inner = np.s_[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1]  # skip the shadow's margin
+        box = (box[0] + rows[0], box[0] + rows[-1] + 1, box[2] + cols[0], box[2] + cols[-1] + 1)
+        u, v, alpha = u[inner], v[inner], alpha[inner]
+        y0, y1, x0, x1 = box
+        colour = _skin_colour(skin, u, v, r, a, b, length, light, angle,
+                              light.texture[y0:y1, x0:x1])
+        _composite(canvas, box, colour, alpha)
         if mask is not None:
-            y0, y1, x0, x1 = box
             mask[y0:y1, x0:x1][alpha >= 0.5] = 0
     if mask is not None and nail is not None:
-        _draw_nail(canvas, mask, rng, tip, angle, radius, nail)
+        _draw_nail(canvas, mask, rng, tip, angle, radius, nail, light)
 
 
 def _draw_hand(canvas, mask, rng, middle_tip, angle, radius, skin, light, style) -> None:
@@ -336,152 +503,230 @@ def _draw_hand(canvas, mask, rng, middle_tip, angle, radius, skin, light, style)
                      light, style)
 
 
-def _draw_bead(canvas, rng, radius) -> None:
+def _draw_bead(canvas, rng, radius, look: _Look, light: _Light) -> None:
     """A glossy polish-coloured oval on the background: nail-like colour, no finger."""
     h, w = canvas.shape[:2]
-    style = _nail_style(rng, _pick(rng, SKIN_TONES))
-    style["nude"] = False
-    style["colour"] = _pick(rng, POLISH_COLOURS, 14.0)
+    style = _nail_style(rng, _pick(rng, SKIN_TONES), look)
+    style.update(nude=False, french=False, gap=0.0, cuticle=0.0, dryness=0.0, colour=_pick(rng, look.polish, 14.0))
     scratch = np.zeros((h, w), np.uint8)
     tip = (rng.uniform(0, w), rng.uniform(0, h))
-    _draw_nail(canvas, scratch, rng, tip, rng.uniform(0, 2 * math.pi), radius, style)
+    _draw_nail(canvas, scratch, rng, tip, rng.uniform(0, 2 * math.pi), radius, style, light)
 
 
-def _image_size(rng: np.random.Generator, kind: int) -> tuple[int, int]:
+def _image_size(rng: np.random.Generator, kind: int, look: _Look) -> tuple[int, int]:
+    """``(height, width)``: a phone-like aspect ratio (jittered), longest side 320..640."""
     longest = int(rng.integers(400 if kind == 3 else 320, MAX_SIDE + 1))
-    aspect = math.exp(rng.uniform(0.0, math.log(16 / 9)))
-    shortest = int(min(longest, max(MIN_SIDE, round(longest / aspect))))
-    return (longest, shortest) if rng.random() < 0.35 else (shortest, longest)
+    aspect = look.aspects[rng.integers(len(look.aspects))] * math.exp(rng.normal(0.0, 0.04))
+    short = int(max(MIN_SIDE, round(longest / max(aspect, 1 / aspect))))
+    short = min(short, longest)
+    return (short, longest) if aspect >= 1 else (longest, short)
 
 
-def _finish(rng: np.random.Generator, canvas: np.ndarray, kind: int) -> np.ndarray:
-    """Lighting gradient, colour cast, sensor noise, blur and sometimes JPEG artefacts."""
+def _camera(rng: np.random.Generator, canvas: np.ndarray, kind: int, look: _Look) -> np.ndarray:
+    """Light falloff, white balance, exposure, tone curve and brightness-dependent noise."""
     h, w = canvas.shape[:2]
     side = max(h, w)
     angle = rng.uniform(0, 2 * math.pi)
     ys = (np.arange(h, dtype=np.float32)[:, None] - h / 2) / side
     xs = (np.arange(w, dtype=np.float32)[None, :] - w / 2) / side
-    light = 1.0 + np.float32(rng.uniform(0.0, 0.8)) * (xs * np.float32(math.cos(angle))
+    light = 1.0 + np.float32(rng.uniform(0.0, 0.6)) * (xs * np.float32(math.cos(angle))
                                                          + ys * np.float32(math.sin(angle)))
-    cast = rng.uniform(0.88, 1.12, 3).astype(np.float32) * np.float32(rng.uniform(0.75, 1.2))
-    canvas *= light[:, :, None] * cast
-    noise = rng.standard_normal((h, w, 1), np.float32)
-    noise *= np.float32(rng.uniform(1.0, 9.0 if kind == 3 else 6.0))
+    light -= np.float32(rng.uniform(0.0, 0.9)) * (xs * xs + ys * ys)  # vignetting
+    warmth = rng.uniform(*look.warmth)
+    balance = np.float32([1 + 0.14 * warmth, 1.0, 1 - 0.2 * warmth])
+    balance *= rng.uniform(0.96, 1.04, 3).astype(np.float32)  # tint
+    balance *= np.float32(rng.uniform(0.7, 1.2))  # exposure
+    canvas *= light[:, :, None]
+    canvas *= balance
+    np.clip(canvas, 0, 255, out=canvas)
+    level = rng.uniform(0.06, 0.5 if kind == 3 else 0.32)  # shot noise ~ sqrt(brightness)
+    noise = np.sqrt(canvas[:, :, 1:2] + 2.5)
+    noise *= rng.standard_normal((h, w, 1), np.float32)
+    noise *= np.float32(level)
     canvas += noise
     np.clip(canvas, 0, 255, out=canvas)
-    pixels = canvas.astype(np.uint8)
-    blur = rng.uniform(0.0, 1.6 if kind == 3 else 1.2)
-    if blur > 0.5:
-        pixels = np.array(Image.fromarray(pixels).filter(ImageFilter.BoxBlur(blur)))
-    if rng.random() < 0.3:
+    curve = 255 * (np.arange(256) / 255) ** rng.uniform(0.8, 1.15)  # tone curve
+    return curve.astype(np.uint8)[canvas.astype(np.uint8)]
+
+
+def _motion_blur(rng: np.random.Generator, pixels: np.ndarray) -> np.ndarray:
+    """Average of copies shifted along a random direction: a shaky hand."""
+    angle = rng.uniform(0, math.pi)
+    length = rng.uniform(2.0, 6.0)
+    steps = 5
+    total = np.zeros(pixels.shape, np.float32)
+    for k in range(steps):
+        d = (k / (steps - 1) - 0.5) * length
+        total += np.roll(pixels, (round(d * math.sin(angle)), round(d * math.cos(angle))), (0, 1))
+    return (total / steps).astype(np.uint8)
+
+
+def _lens_and_jpeg(rng: np.random.Generator, pixels: np.ndarray, kind: int) -> np.ndarray:
+    """Defocus or motion blur, soft chroma, phone sharpening and (usually) JPEG."""
+    image = Image.fromarray(pixels)
+    roll = rng.random()
+    if roll < 0.08:
+        image = Image.fromarray(_motion_blur(rng, pixels))
+    elif roll < 0.6:
+        image = image.filter(ImageFilter.GaussianBlur(rng.uniform(0.3, 1.4 if kind == 3 else 1.1)))
+    if rng.random() < 0.6:  # chroma carries less detail than brightness
+        y, cb, cr = image.convert("YCbCr").split()
+        soft = ImageFilter.BoxBlur(rng.uniform(0.7, 2.0))
+        image = Image.merge("YCbCr", (y, cb.filter(soft), cr.filter(soft))).convert("RGB")
+    if rng.random() < 0.4:
+        image = image.filter(ImageFilter.UnsharpMask(rng.uniform(1.0, 2.5), int(rng.integers(40, 120)), 2))
+    if rng.random() < 0.85:
         buffer = io.BytesIO()
-        Image.fromarray(pixels).save(buffer, format="JPEG", quality=int(rng.integers(60, 95)))
-        pixels = np.array(Image.open(buffer).convert("RGB"))
-    return pixels
+        image.save(buffer, format="JPEG", quality=int(rng.integers(60, 96)))
+        image = Image.open(buffer).convert("RGB")
+    return np.asarray(image)
 
 
-def _attempt(rng: np.random.Generator, kind: int) -> tuple[np.ndarray, np.ndarray]:
-    h, w = _image_size(rng, kind)
+def _course_scene(rng, canvas, mask, kind: int, skin, light, style) -> None:
+    """The hands of a course image of type ``kind``, placed anywhere, often off-centre."""
+    h, w = canvas.shape[:2]
     shortest, big = min(h, w), float(math.hypot(h, w))
-    clutter = int(rng.integers(*{1: (0, 4), 2: (1, 8), 3: (3, 12), 4: (8, 20)}[kind]))
-    canvas = _background(rng, h, w, clutter)
-    mask = np.zeros((h, w), np.uint8)
-    light = _Light(rng.uniform(0, 2 * math.pi), rng.uniform(0.1, 0.45))
-    distractors = int(rng.integers(2, 5)) if kind == 4 else int(rng.random() < 0.25)
-    for _ in range(distractors):  # fingers seen from the palm side: skin, no nail
-        r = shortest * rng.uniform(0.04, 0.12)
-        tip = (rng.uniform(0, w), rng.uniform(0, h))
-        _draw_finger(canvas, None, rng, tip, rng.uniform(0, 2 * math.pi), r, big,
-                     _pick(rng, SKIN_TONES), light, None)
-    beads = int(rng.integers(1, 4)) if kind == 4 else int(rng.random() < 0.2)
-    for _ in range(beads):
-        _draw_bead(canvas, rng, shortest * rng.uniform(0.02, 0.08))
-    skin = _pick(rng, SKIN_TONES, 10.0)
-    style = _nail_style(rng, skin)
     if kind == 1:
         for _ in range(1 if rng.random() < 0.7 else 2):
-            tip = (w * rng.uniform(0.25, 0.75), h * rng.uniform(0.25, 0.75))
+            tip = (w * rng.uniform(0.15, 0.85), h * rng.uniform(0.15, 0.85))
             _draw_finger(canvas, mask, rng, tip, rng.uniform(0, 2 * math.pi),
-                         shortest * rng.uniform(0.12, 0.22), big, skin, light, style)
+                         shortest * rng.uniform(0.12, 0.24), big, skin, light, style)
     elif kind == 2:
-        tip = (w * rng.uniform(0.3, 0.7), h * rng.uniform(0.25, 0.75))
+        tip = (w * rng.uniform(0.15, 0.85), h * rng.uniform(0.1, 0.9))
         _draw_hand(canvas, mask, rng, tip, rng.uniform(0, 2 * math.pi),
-                   shortest * rng.uniform(0.05, 0.07), skin, light, style)
+                   shortest * rng.uniform(0.05, 0.08), skin, light, style)
     elif kind == 3:
         for _ in range(int(rng.integers(1, 3))):
-            tip = (w * rng.uniform(0.2, 0.8), h * rng.uniform(0.2, 0.8))
+            tip = (w * rng.uniform(0.15, 0.85), h * rng.uniform(0.15, 0.85))
             _draw_hand(canvas, mask, rng, tip, rng.uniform(0, 2 * math.pi),
                        shortest * rng.uniform(0.028, 0.04), skin, light, style)
     else:
         for _ in range(int(rng.integers(1, 4))):
-            tip = (w * rng.uniform(0.15, 0.85), h * rng.uniform(0.15, 0.85))
+            tip = (w * rng.uniform(0.1, 0.9), h * rng.uniform(0.1, 0.9))
             _draw_finger(canvas, mask, rng, tip, rng.uniform(0, 2 * math.pi),
                          shortest * rng.uniform(0.07, 0.11), big, skin, light, style)
-    return _finish(rng, canvas, kind), mask
 
 
-def synthetic_sample(seed: int, index: int) -> tuple[int, np.ndarray, np.ndarray]:
+def _photo_scene(rng, canvas, mask, skin, light, style) -> None:
+    """One big hand coming in from an edge (mostly the bottom), or one or two fingers."""
+    h, w = canvas.shape[:2]
+    shortest, big = min(h, w), float(math.hypot(h, w))
+    towards = -math.pi / 2 + rng.normal(0.0, 0.45) + (math.pi / 2 if rng.random() < 0.15 else 0.0)
+    if rng.random() < 0.7:
+        tip = (w * rng.uniform(0.3, 0.7), h * rng.uniform(0.12, 0.4))
+        _draw_hand(canvas, mask, rng, tip, towards, shortest * rng.uniform(0.08, 0.13), skin,
+                   light, style)
+    else:
+        for _ in range(1 if rng.random() < 0.6 else 2):
+            tip = (w * rng.uniform(0.25, 0.75), h * rng.uniform(0.2, 0.5))
+            _draw_finger(canvas, mask, rng, tip, towards + rng.normal(0.0, 0.25),
+                         shortest * rng.uniform(0.14, 0.22), big, skin, light, style)
+
+
+def _attempt(rng: np.random.Generator, kind: int, look: _Look, photo: bool):
+    h, w = _image_size(rng, kind, look)
+    shortest, big = min(h, w), float(math.hypot(h, w))
+    clutter = (int(rng.integers(0, 3)) if photo else
+               int(rng.integers(*{1: (0, 4), 2: (1, 8), 3: (3, 12), 4: (8, 20)}[kind])))
+    canvas = _background(rng, h, w, clutter, look)
+    mask = np.zeros((h, w), np.uint8)
+    light = _Light(rng.uniform(0, 2 * math.pi), rng.uniform(0.5, 1.3), rng.uniform(0.15, 0.5),
+                   _skin_texture(rng, h, w))
+    distractors = int(rng.integers(2, 5)) if kind == 4 and not photo else int(rng.random() < 0.25)
+    for _ in range(distractors):  # fingers seen from the palm side: skin, no nail
+        r = shortest * rng.uniform(0.04, 0.12)
+        tip = (rng.uniform(0, w), rng.uniform(0, h))
+        _draw_finger(canvas, None, rng, tip, rng.uniform(0, 2 * math.pi), r, big,
+                     _pick_skin(rng), light, None)
+    beads = int(rng.integers(1, 4)) if kind == 4 and not photo else int(rng.random() < 0.2)
+    for _ in range(beads):
+        _draw_bead(canvas, rng, shortest * rng.uniform(0.02, 0.08), look, light)
+    skin = _pick_skin(rng)
+    style = _nail_style(rng, skin, look)
+    if photo:
+        _photo_scene(rng, canvas, mask, skin, light, style)
+    else:
+        _course_scene(rng, canvas, mask, kind, skin, light, style)
+    return _lens_and_jpeg(rng, _camera(rng, canvas, kind, look), kind), mask
+
+
+def synthetic_sample(seed: int, index: int,
+                     style: str = "course") -> tuple[int, np.ndarray, np.ndarray]:
     """Sample ``index`` of the set made with ``seed``: ``(type, image HxWx3, mask HxW in {0,1})``."""
-    kind = TYPES[index % len(TYPES)]
-    rng = np.random.default_rng([seed, index])
+    look = _look(style)
+    kind = look.types[index % len(look.types)]
+    rng = np.random.default_rng([seed, index] if style == "course" else [seed, index, STYLES.index(style)])
     while True:  # redraw the rare scene whose nails all fell outside the picture
-        image, mask = _attempt(rng, kind)
+        image, mask = _attempt(rng, kind, look, photo=style == "photo")
         if int(mask.sum()) >= MIN_NAIL_PIXELS:
             return kind, image, mask
 
 
-def _manifest(num_images: int, seed: int) -> dict:
+def _look(style: str) -> _Look:
+    if style not in LOOKS:
+        raise ValueError(f"style must be one of {STYLES}, got {style!r}")
+    return LOOKS[style]
+
+
+def _manifest(num_images: int, seed: int, style: str) -> dict:
     return {"generator": "nailseg_common.synthetic", "version": GENERATOR_VERSION,
-            "seed": seed, "num_images": num_images}
+            "style": style, "seed": seed, "num_images": num_images}
 
 
-def is_complete(root: str | Path, num_images: int, seed: int = 0) -> bool:
-    """True when ``root`` holds a finished set of ``num_images`` images made with ``seed``."""
+def is_complete(root: str | Path, num_images: int, seed: int = 0, style: str = "course") -> bool:
+    """True when ``root`` holds a finished set of ``num_images`` images of ``style`` from ``seed``."""
     try:
         found = json.loads((Path(root) / MANIFEST_NAME).read_text())
     except (OSError, ValueError):
         return False
-    return found == _manifest(num_images, seed)
+    return found == _manifest(num_images, seed, style)
 
 
-def _generate(root: Path, num_images: int, seed: int, progress: bool) -> None:
+def _generate(root: Path, num_images: int, seed: int, style: str, progress: bool) -> None:
+    look = _look(style)
+    sample = synthetic_sample if style == "course" else functools.partial(synthetic_sample, style=style)
     with staged_folder(root) as staging:
-        for kind in TYPES:
+        for kind in look.types:
             (staging / "Images" / str(kind)).mkdir(parents=True)
             (staging / "Masks" / str(kind)).mkdir(parents=True)
-        for index in tqdm(range(num_images), desc="Generating synthetic nails", unit="img",
-                          disable=not progress):
-            kind, image, mask = synthetic_sample(seed, index)
+        for index in tqdm(range(num_images), desc=f"Generating synthetic nails ({style})",
+                          unit="img", disable=not progress):
+            kind, image, mask = sample(seed, index)
             name = f"{kind}/{index:05d}.png"
             Image.fromarray(image).save(staging / "Images" / name, compress_level=1)
             Image.fromarray(mask * np.uint8(255)).save(staging / "Masks" / name, compress_level=1)
-        (staging / MANIFEST_NAME).write_text(json.dumps(_manifest(num_images, seed), indent=2) + "\n")
+        manifest = _manifest(num_images, seed, style)
+        (staging / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")
 
 
 def generate_synthetic_dataset(root: str | Path, num_images: int, seed: int = 0,
-                               progress: bool = True) -> Path:
-    """Write ``num_images`` synthetic photos and masks under ``root``, replacing what is there.
+                               progress: bool = True, style: str = "course") -> Path:
+    """Write ``num_images`` synthetic photos and masks of ``style`` under ``root``, replacing it.
 
+    ``style="course"`` (default) is the four-type training set; ``style="photo"`` a
+    stand-in for one's own phone photos (type 1 only), see the module's docstring.
     The set is built in a temporary sibling folder and renamed into place, with a
-    ``manifest.json`` (generator, version, seed, count) that marks it complete.
+    ``manifest.json`` (generator, version, style, seed, count) that marks it complete.
     """
     if num_images < 1:
         raise ValueError(f"num_images must be at least 1, got {num_images}")
+    _look(style)
     root = Path(root)
     with folder_lock(root):
-        _generate(root, num_images, seed, progress)
+        _generate(root, num_images, seed, style, progress)
     return root
 
 
 def ensure_synthetic_dataset(root: str | Path, num_images: int, seed: int = 0,
-                             progress: bool = True) -> Path:
-    """Generate the set under ``root`` unless a complete one with this seed and count is there."""
+                             progress: bool = True, style: str = "course") -> Path:
+    """Generate the set under ``root`` unless a complete one of this style, seed and count is there."""
     root = Path(root)
-    if is_complete(root, num_images, seed):
+    if is_complete(root, num_images, seed, style):
         return root
     if num_images < 1:
         raise ValueError(f"num_images must be at least 1, got {num_images}")
+    _look(style)
     with folder_lock(root):
-        if not is_complete(root, num_images, seed):  # another process may have just made it
-            _generate(root, num_images, seed, progress)
+        if not is_complete(root, num_images, seed, style):  # another process may have just made it
+            _generate(root, num_images, seed, style, progress)
     return root

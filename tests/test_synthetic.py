@@ -133,3 +133,54 @@ def test_interrupted_generation_leaves_nothing(tmp_path, monkeypatch):
 def test_at_least_one_image_is_required(tmp_path):
     with pytest.raises(ValueError, match="at least 1"):
         generate_synthetic_dataset(tmp_path / "set", 0)
+
+
+@pytest.fixture(scope="module")
+def photo_set(tmp_path_factory):
+    return generate_synthetic_dataset(tmp_path_factory.mktemp("photo") / "set", 4, seed=3,
+                                      progress=False, style="photo")
+
+
+def test_photo_style_is_reproducible_type_one(photo_set, tmp_path):
+    again = generate_synthetic_dataset(tmp_path / "again", 4, seed=3, progress=False, style="photo")
+    assert _files(again) == _files(photo_set)
+    assert sorted(p.name for p in (photo_set / "Images").iterdir()) == ["1"]
+    assert sorted(p.name for p in (photo_set / "Masks").iterdir()) == ["1"]
+
+
+def test_photo_style_masks_are_binary_non_empty(photo_set):
+    for mask_path in sorted((photo_set / "Masks" / "1").iterdir()):
+        mask = np.asarray(Image.open(mask_path))
+        assert set(np.unique(mask)) == {0, 255}
+        image = Image.open(photo_set / "Images" / "1" / mask_path.name)
+        assert image.mode == "RGB" and mask.shape == (image.size[1], image.size[0])
+
+
+def test_photo_style_differs_from_the_course():
+    """Closer up (more nail per image) and under warmer light (more red than blue)."""
+    def stats(style):
+        samples = [synthetic_sample(5, i, style=style) for i in range(8)]
+        means = np.mean([image.reshape(-1, 3).mean(axis=0) for _, image, _ in samples], axis=0)
+        return np.mean([mask.mean() for _, _, mask in samples]), means[0] / means[2]
+    course_nail, course_warmth = stats("course")
+    photo_nail, photo_warmth = stats("photo")
+    assert photo_nail > 1.5 * course_nail
+    assert photo_warmth > course_warmth + 0.1
+
+
+def test_manifest_records_the_style(photo_set, tmp_path):
+    assert json.loads((photo_set / MANIFEST_NAME).read_text())["style"] == "photo"
+    assert is_complete(photo_set, 4, seed=3, style="photo")
+    assert not is_complete(photo_set, 4, seed=3)  # a course set is never taken from a photo set
+    root = tmp_path / "set"
+    generate_synthetic_dataset(root, 4, seed=3, progress=False, style="photo")
+    ensure_synthetic_dataset(root, 4, seed=3, progress=False)
+    assert json.loads((root / MANIFEST_NAME).read_text())["style"] == "course"
+    assert len(list((root / "Images").rglob("*.png"))) == 4
+
+
+def test_unknown_style_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="style"):
+        generate_synthetic_dataset(tmp_path / "set", 2, style="anime")
+    with pytest.raises(ValueError, match="style"):
+        synthetic_sample(0, 0, style="anime")
