@@ -101,11 +101,15 @@ for kind, description in synthetic.TYPE_DESCRIPTIONS.items():
     print(f"type {kind}: {description}")
 
 # %% [markdown]
-# Each picture is drawn with NumPy and Pillow: a textured background (gradients, blotches,
-# stripes) with clutter in it, then fingers shaded like cylinders, in skin tones from light
-# to dark, with knuckle creases. Nails are oval, square, almond or stiletto shaped,
-# polished in one of many colours or left nude, with a glossy highlight. Lighting
-# gradients, colour casts, noise, blur and JPEG artefacts come last.
+# Each picture is drawn with NumPy and Pillow to look like a phone photo: a textured,
+# often out-of-focus background (wood, fabric, blotches, stripes) with clutter in it, then
+# fingers in skin tones from light to dark, lit by a directional light, with pores,
+# blotchy colour, redder shadows, knuckle creases and soft shadows on the table. Nails are
+# oval, square, almond or stiletto shaped, polished in one of many colours (sometimes a
+# French tip) or left nude with a lunula and a whitish free edge, under a cuticle fold,
+# with a highlight placed by the light. A camera comes last: white balance, exposure,
+# vignetting, brightness-dependent noise, defocus or motion blur, sharpening and JPEG. The
+# mask is the visible nail plate only, without the cuticle, as real annotations draw it.
 #
 # Sample `i` depends only on `(seed, i)` through a NumPy `Generator`, so the same seed gives
 # the same bytes on every machine. Here is one sample of each type with its mask:

@@ -84,7 +84,7 @@ data = ensure_prepared(cfg, data_root)
 cfg = fit_batch_to_split(cfg, data)
 print("data:", data.raw)
 device = cfg.device
-print(f"Kornia runs on the {device.type.upper()} in this notebook"
+print(f"Kornia runs on the {cfg.accelerator.upper()} in this notebook"
       + ("" if device.type == "cuda" else " (no GPU in this profile: same code, other device)."))
 
 # %% [markdown]
