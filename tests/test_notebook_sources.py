@@ -20,7 +20,7 @@ PROFILE_FIELDS = set(Profile.__dataclass_fields__) - {"name"}
 
 
 def test_the_notebooks_exist():
-    assert [nb.name[:2] for nb in NOTEBOOKS] == ["01", "02", "03", "04", "05"]
+    assert [nb.name[:2] for nb in NOTEBOOKS] == ["01", "02", "03", "04", "05", "06"]
 
 
 @pytest.fixture(params=NOTEBOOKS, ids=lambda p: p.name)
@@ -93,7 +93,7 @@ def test_every_parameter_is_used_and_every_profile_field_used_is_a_parameter(not
 def test_exported_modules_match_their_notebooks():
     modules = export.collect(NOTEBOOKS)
     assert {"augmentation", "datasets", "models", "training", "gpu_augmentation", "cache",
-            "dali_pipelines", "timing"} <= set(modules)
+            "dali_pipelines", "timing", "finetune"} <= set(modules)
     assert export.stale_modules(modules) == [], "run `make export`"
 
 

@@ -1,0 +1,157 @@
+"""Notebook 06's fine-tuning code: the checkpoint it finds, the starts it builds, the scores
+per photo, and the advice drawn from them. Tiny models (mobilenet_v2 at 32 px) on 8 photos."""
+
+import math
+import os
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+import torch
+from huggingface_hub import constants as hub_constants
+
+from nailseg_common import finetune
+from nailseg_common.datasets import NailDataModule
+from nailseg_common.finetune import (
+    checkpoint_hparams,
+    compare_starts,
+    find_checkpoint,
+    fine_tune,
+    load_weights,
+    recommend_start,
+    resolve_checkpoint,
+    score_photos,
+    start_model,
+)
+from nailseg_common.models import LitNailSegmentation
+from nailseg_common.preparation import ensure_prepared, read_split
+from nailseg_common.profiles import select_profile
+from nailseg_common.synthetic import generate_synthetic_dataset
+from nailseg_common.training import make_trainer
+
+ENCODER = "mobilenet_v2"
+
+
+def tiny_profile():
+    return select_profile("smoke", image_size=32, batch_size=2, max_steps=2, encoder=ENCODER,
+                          num_workers=0, max_train_batches=2, max_valid_batches=0)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """8 photos prepared, and a 2-step run logged as notebook 02's (its best checkpoint)."""
+    root = tmp_path_factory.mktemp("finetune")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NAILSEG_DATA_DIR", str(root / "data"))
+        patch.setenv("NAILSEG_RUNS_DIR", str(root / "runs"))
+        profile = tiny_profile()
+        photos = generate_synthetic_dataset(root / "photos", 8, seed=1, progress=False)
+        data = ensure_prepared(profile, photos, progress=False)
+        trainer = fine_tune(start_model("random", ENCODER, 1e-3, 2), data, profile,
+                            "02_lightning_baseline")
+        yield SimpleNamespace(profile=profile, data=data, trainer=trainer,
+                              best=Path(trainer.checkpoint_callback.best_model_path))
+
+
+def _touch(path: Path, mtime: float) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"")
+    os.utime(path, (mtime, mtime))
+    return path
+
+
+def test_find_checkpoint_takes_the_newest_best_of_notebook_02_or_04(tmp_path, monkeypatch):
+    monkeypatch.setenv("NAILSEG_RUNS_DIR", str(tmp_path))
+    _touch(tmp_path / "smoke/02_lightning_baseline/version_0/checkpoints/best-a.ckpt", 100)
+    newest = _touch(tmp_path / "smoke/04_dali/version_1/checkpoints/best-b.ckpt", 200)
+    _touch(tmp_path / "smoke/04_dali/version_1/checkpoints/last.ckpt", 300)  # not a best
+    _touch(tmp_path / "smoke/03_kornia/version_0/checkpoints/best-c.ckpt", 400)  # another run
+    _touch(tmp_path / "cpu/02_lightning_baseline/version_0/checkpoints/best-d.ckpt", 500)
+    assert find_checkpoint(tiny_profile()) == newest
+
+
+def test_without_a_checkpoint_none_is_found_and_a_wrong_path_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("NAILSEG_RUNS_DIR", str(tmp_path / "empty"))
+    assert find_checkpoint(tiny_profile()) is None
+    assert resolve_checkpoint("", tiny_profile()) is None
+    with pytest.raises(FileNotFoundError, match="notebook 02 or 04"):
+        resolve_checkpoint(tmp_path / "missing.ckpt", tiny_profile())
+
+
+def test_a_given_checkpoint_wins_and_a_trained_one_is_found(trained, monkeypatch):
+    monkeypatch.setenv("NAILSEG_RUNS_DIR", str(trained.best.parents[4]))
+    assert trained.best.name.startswith("best-")
+    assert find_checkpoint(trained.profile) == trained.best
+    assert resolve_checkpoint(str(trained.best), tiny_profile()) == trained.best
+    assert checkpoint_hparams(trained.best)["encoder"] == ENCODER
+
+
+def test_the_synthetic_start_holds_every_weight_of_the_checkpoint(trained):
+    saved = torch.load(trained.best, map_location="cpu", weights_only=True)["state_dict"]
+    synthetic = start_model("synthetic", ENCODER, 1e-3, 5, trained.best).state_dict()
+    random = start_model("random", ENCODER, 1e-3, 5).state_dict()
+    assert saved.keys() == synthetic.keys()
+    assert all(torch.equal(saved[name], synthetic[name]) for name in saved)
+    assert not all(torch.equal(saved[name], random[name]) for name in saved)
+
+
+def test_a_checkpoint_of_another_encoder_is_refused(trained):
+    with pytest.raises(ValueError, match="encoder='mobilenet_v2'"):
+        load_weights(LitNailSegmentation("resnet18"), trained.best)
+
+
+def test_starts_are_checked():
+    with pytest.raises(ValueError, match="one of"):
+        start_model("pretrained", ENCODER, 1e-3, 5)
+    with pytest.raises(ValueError, match="needs a checkpoint"):
+        start_model("synthetic", ENCODER, 1e-3, 5)
+
+
+def test_offline_the_imagenet_start_fails_at_once_with_the_reason(tmp_path, monkeypatch):
+    monkeypatch.setattr(finetune, "hub_reachable", lambda timeout=3.0: False)
+    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(tmp_path))  # an empty cache
+    began = time.perf_counter()
+    with pytest.raises(RuntimeError, match="offline"):
+        start_model("imagenet", ENCODER, 1e-3, 5)
+    assert time.perf_counter() - began < 10, "no minute of retries"
+    assert hub_constants.HF_HUB_OFFLINE is False, "the offline switch is put back"
+
+
+def test_one_row_per_held_out_photo_and_their_mean_is_val_dice(trained):
+    valid = read_split(trained.data, "valid")
+    model = load_weights(LitNailSegmentation(ENCODER), trained.best)
+    table = score_photos(model, valid, 32, torch.device("cpu"))
+    assert list(table.index) == list(valid.index)
+    assert list(table["photo"]) == [Path(image).name for image in valid["image"]]
+    assert table["dice"].between(0, 1).all() and table["iou"].between(0, 1).all()
+    assert (table["iou"] <= table["dice"] + 1e-6).all()
+    trainer = make_trainer(trained.profile, "06_test_validate", enable_progress_bar=False)
+    logged = trainer.validate(model, datamodule=NailDataModule(trained.data, trained.profile),
+                              verbose=False)[0]
+    assert table["dice"].mean() == pytest.approx(logged["val_dice"], abs=1e-5)
+    assert table["iou"].mean() == pytest.approx(logged["val_iou"], abs=1e-5)
+
+
+def test_the_same_seed_trains_the_same_weights(trained):
+    runs = [fine_tune(start_model("random", ENCODER, 1e-3, 2), trained.data, trained.profile,
+                      f"06_seed_{n}") for n in range(2)]
+    first, second = (run.lightning_module.state_dict() for run in runs)
+    assert all(torch.equal(first[name], second[name]) for name in first)
+
+
+def _table(dice):
+    return pd.DataFrame({"photo": [f"{i}.png" for i in range(len(dice))], "type": 1,
+                         "dice": dice, "iou": [d / 2 for d in dice]})
+
+
+def test_the_advice_ranks_by_mean_dice_and_measures_the_gain_on_the_same_photos():
+    tables = {"random": _table([0.5, 0.6, 0.7]), "synthetic": _table([0.9, 0.8, 0.7])}
+    assert list(compare_starts(tables).index) == ["synthetic", "random"]
+    advice = recommend_start(tables)
+    assert advice["best"] == "synthetic" and advice["runner_up"] == "random"
+    assert advice["gain"] == pytest.approx(0.2)
+    assert advice["gain_se"] == pytest.approx(0.2 / math.sqrt(3))
+    assert (advice["wins"], advice["loses"], advice["photos"]) == (2, 0, 3)
+    assert recommend_start({"random": _table([0.4])})["runner_up"] is None
