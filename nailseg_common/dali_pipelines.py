@@ -63,6 +63,7 @@ def default_num_threads(device: str) -> int:
 
 READER_NAME = "images"  # the reader whose epoch the iterator follows
 OUTPUT_MAP = ["image", "label"]
+SAMPLE_ID_BYTES = 512  # the file path of each sample, zero-padded to a fixed length
 SHUFFLE_SEED = 1234  # the same on every rank: one global permutation per epoch, split in shards
 
 
@@ -131,8 +132,10 @@ def _photometric(image, policy: Mapping[str, PolicyOp]):
 @_pipeline_def
 def nail_pipeline(image_files: Sequence[str], mask_files: Sequence[str], image_size: int,
                   augment: bool, on_gpu: bool, shard_id: int = 0, num_shards: int = 1,
-                  policy: Mapping[str, PolicyOp] = POLICY, shuffle: bool | None = None):
-    """The DALI graph: read image and mask npy, resize (and augment), CHW uint8 out.
+                  policy: Mapping[str, PolicyOp] = POLICY, shuffle: bool | None = None,
+                  sample_ids: bool = False):
+    """The DALI graph: read image and mask npy, resize (and augment), CHW uint8 out
+    (and each image's zero-padded file path with ``sample_ids``).
 
     Two numpy readers with the same files, shard and shuffle settings read images and
     masks in the same order. ``shuffle=None`` follows ``augment``: training reshuffles the
@@ -146,6 +149,8 @@ def nail_pipeline(image_files: Sequence[str], mask_files: Sequence[str], image_s
         reader.update(shuffle_after_epoch=True, shuffle_after_epoch_seed=SHUFFLE_SEED)
     image = fn.readers.numpy(files=list(image_files), name=READER_NAME, **reader)
     mask = fn.readers.numpy(files=list(mask_files), **reader)
+    source = fn.pad(fn.get_property(image, key="source_info"), fill_value=0,
+                    shape=[SAMPLE_ID_BYTES])
     image = fn.reshape(image, layout="HWC")  # npy carries no layout; ops need one
     mask = fn.reshape(mask, layout="HWC")
     if on_gpu:  # CPU stage ends here: one host-to-device copy of the original uint8 arrays
@@ -159,14 +164,16 @@ def nail_pipeline(image_files: Sequence[str], mask_files: Sequence[str], image_s
         image = fn.warp_affine(image, interp_type=types.INTERP_LINEAR, **warp)
         mask = fn.warp_affine(mask, interp_type=types.INTERP_NN, **warp)
         image = _photometric(image, policy)
-    return fn.transpose(image, perm=[2, 0, 1]), fn.transpose(mask, perm=[2, 0, 1])
+    outputs = (fn.transpose(image, perm=[2, 0, 1]), fn.transpose(mask, perm=[2, 0, 1]))
+    return (*outputs, source) if sample_ids else outputs
 
 
 def build_pipeline(image_files: Sequence[str], mask_files: Sequence[str], *, image_size: int,
                    batch_size: int, augment: bool, device: str = "cpu",
                    device_id: int | None = None, shard_id: int = 0, num_shards: int = 1,
                    num_threads: int | None = None, seed: int = 42, prefetch_queue_depth: int = 2,
-                   policy: Mapping[str, PolicyOp] = POLICY, shuffle: bool | None = None):
+                   policy: Mapping[str, PolicyOp] = POLICY, shuffle: bool | None = None,
+                   sample_ids: bool = False):
     """A built :func:`nail_pipeline` on ``device`` ("gpu" or "cpu", see :func:`dali_device`).
 
     ``seed`` drives the augmentations: give every rank its own (``seed + rank``).
@@ -183,7 +190,7 @@ def build_pipeline(image_files: Sequence[str], mask_files: Sequence[str], *, ima
         raise ValueError(f"shard_id {shard_id} is outside 0..{num_shards - 1}")
     pipe = nail_pipeline(
         list(map(str, image_files)), list(map(str, mask_files)), image_size, augment,
-        device == "gpu", shard_id, num_shards, policy, shuffle,
+        device == "gpu", shard_id, num_shards, policy, shuffle, sample_ids,
         batch_size=batch_size, num_threads=num_threads or default_num_threads(device),
         device_id=(device_id or 0) if device == "gpu" else None, seed=seed,
         prefetch_queue_depth=prefetch_queue_depth)
@@ -198,13 +205,15 @@ class DALILoader:
     continues on the next pass. ``train=False``: ``PARTIAL`` (every sample of the shard once),
     and an epoch stopped early is finished before the next pass, so every pass starts at the
     first sample. ``last_batch_policy`` overrides the policy (``FILL`` is DALI's default).
+    A pipeline built with ``sample_ids=True`` needs ``sample_ids=True`` here too.
     """
 
-    def __init__(self, pipeline, *, train: bool, last_batch_policy=None):
+    def __init__(self, pipeline, *, train: bool, last_batch_policy=None, sample_ids: bool = False):
         require_dali()
         if last_batch_policy is None:
             last_batch_policy = LastBatchPolicy.DROP if train else LastBatchPolicy.PARTIAL
-        self._iterator = DALIGenericIterator([pipeline], OUTPUT_MAP, reader_name=READER_NAME,
+        output_map = OUTPUT_MAP + ["sample_id"] if sample_ids else OUTPUT_MAP
+        self._iterator = DALIGenericIterator([pipeline], output_map, reader_name=READER_NAME,
                                              last_batch_policy=last_batch_policy, auto_reset=True)
         self._finish_partial_epochs = not train
         self._served = 0  # batches handed out in the current epoch
@@ -233,13 +242,20 @@ class DALILoader:
 
 
 def make_loader(image_files: Sequence[str], mask_files: Sequence[str], *, image_size: int,
-                batch_size: int, train: bool, last_batch_policy=None,
+                batch_size: int, train: bool, last_batch_policy=None, sample_ids: bool = False,
                 **pipeline_options) -> DALILoader:
     """A :class:`DALILoader` for training (augmented, shuffled, DROP) or validation (PARTIAL);
     ``pipeline_options`` go to :func:`build_pipeline`."""
     pipe = build_pipeline(image_files, mask_files, image_size=image_size, batch_size=batch_size,
-                          augment=train, **pipeline_options)
-    return DALILoader(pipe, train=train, last_batch_policy=last_batch_policy)
+                          augment=train, sample_ids=sample_ids, **pipeline_options)
+    return DALILoader(pipe, train=train, last_batch_policy=last_batch_policy,
+                      sample_ids=sample_ids)
+
+
+def sample_names(sample_id) -> list[str]:
+    """The file names (without ``.npy``) of a batch's ``sample_id`` tensor (``B×SAMPLE_ID_BYTES``)."""
+    rows = sample_id.cpu().numpy()
+    return [os.path.basename(bytes(row).rstrip(b"\0").decode()).removesuffix(".npy") for row in rows]
 
 
 def split_files(location: DataLocation, split: str) -> tuple[list[str], list[str]]:
@@ -270,15 +286,16 @@ def gallery_panels(image_files: Sequence[str], mask_files: Sequence[str], image_
 
 class DALINailDataModule(pl.LightningDataModule):
     """Train and validation :class:`DALILoader` s for Lightning, on :func:`dali_device` of
-    ``profile``. Each rank reads shard ``global_rank`` of ``world_size`` on its own GPU."""
+    ``profile``. Each rank reads shard ``global_rank`` of ``world_size`` on its own GPU.
+    ``sample_ids=True`` adds each sample's file to the training batches (``sample_id``)."""
 
     def __init__(self, location: DataLocation, profile: Profile, seed: int = 42,
-                 num_threads: int | None = None):
+                 num_threads: int | None = None, sample_ids: bool = False):
         super().__init__()
         require_dali()
         self.location, self.profile, self.seed = location, profile, seed
         self.device = dali_device(profile)
-        self.num_threads = num_threads
+        self.num_threads, self.sample_ids = num_threads, sample_ids
         self._loaders: dict[str, DALILoader] = {}
 
     def _rank(self) -> tuple[int, int, int | None]:
@@ -297,7 +314,8 @@ class DALINailDataModule(pl.LightningDataModule):
                 images, masks, image_size=self.profile.image_size,
                 batch_size=self.profile.batch_size, train=split == "train", device=self.device,
                 device_id=device_id, shard_id=shard_id, num_shards=num_shards,
-                num_threads=self.num_threads, seed=self.seed + shard_id)
+                num_threads=self.num_threads, seed=self.seed + shard_id,
+                sample_ids=self.sample_ids and split == "train")
             if len(loader) == 0:
                 raise ValueError(
                     f"The {split} split ({len(images)} samples, {num_shards} shard(s)) has fewer "

@@ -345,7 +345,7 @@ print(f"median {products['img_s']:.1f}, min–max {products['img_s_min']:.1f}–
 
 # %%
 #| export timing
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 
 def prefetched_batches(loader) -> int:
@@ -482,13 +482,15 @@ def without_validation_hint() -> Iterator[None]:
 
 
 def measure_training(loader: Iterable[dict], profile: Profile, warmup: int, steps: int, repeats: int,
-                     augmentation: torch.nn.Module | None = None) -> dict:
+                     augmentation: torch.nn.Module | None = None,
+                     make_model: Callable[..., pl.LightningModule] = LitNailSegmentation) -> dict:
     """Images/s of full training steps on ``loader`` (``Trainer.fit`` of a fresh model, seed 0),
-    on ``profile.device``."""
+    on ``profile.device``. ``make_model(encoder=, lr=, max_steps=, gpu_augmentation=)`` builds
+    the model (notebook 07 passes a faster one)."""
     clock = WindowClock(profile.device, warmup + prefetched_batches(loader), steps, repeats)
     torch.manual_seed(0)
-    model = LitNailSegmentation(encoder=profile.encoder, lr=profile.lr, max_steps=1,
-                                gpu_augmentation=augmentation)
+    model = make_model(encoder=profile.encoder, lr=profile.lr, max_steps=1,
+                       gpu_augmentation=augmentation)
     with without_validation_hint(), contextlib.closing(clock):
         trainer = make_trainer(  # the course's Trainer, minus logging, checkpoints and validation
             profile, "benchmark", max_steps=clock.total_batches, max_epochs=-1,
