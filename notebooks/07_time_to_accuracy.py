@@ -301,7 +301,7 @@ for name, step_profile, options in ladder:
     rows.append({"step": name, "batch": step_profile.batch_size, "img/s": result["img_s"],
                  "min": result["img_s_min"], "max": result["img_s_max"],
                  "GPU util %": result["gpu_util_pct"], "seconds": time.perf_counter() - started})
-    print(f"{name}: {result['img_s']:.0f} img/s  [{rows[-1]["seconds"]:.0f} s, compilation included]")
+    print(f"{name}: {result['img_s']:.0f} img/s  [{rows[-1]['seconds']:.0f} s, compilation included]")
 steps = pd.DataFrame(rows).set_index("step")
 steps["× previous"] = steps["img/s"] / steps["img/s"].shift(1)
 steps["× 02's step"] = steps["img/s"] / steps["img/s"].iloc[0]
