@@ -12,33 +12,28 @@ import torch
 from pytorch_lightning.callbacks import Callback
 from torch.utils.flop_counter import FlopCounterMode
 
-from nailseg_common.models import LitNailSegmentation, segmentation_loss
+from nailseg_common.models import LitNailSegmentation
 from nailseg_common.profiles import Profile
 from nailseg_common.training import make_trainer
 
 
 class FastNailSegmentation(LitNailSegmentation):
-    """Notebook 02's module with a faster step: ``compile_model`` (the U-Net and the loss
-    through ``torch.compile``), ``fused_optimizer`` (AdamW's fused kernel) and
+    """Notebook 02's module with a faster step: ``compile_model`` (the U-Net through
+    ``torch.compile``), ``fused_optimizer`` (AdamW's fused kernel) and
     ``warmup_steps`` of linear warm-up before the cosine decay. Other keyword arguments go to
     :class:`LitNailSegmentation`; ``sample_id`` in a batch is kept."""
 
     def __init__(self, *, compile_model: bool = False, fused_optimizer: bool = False,
                  warmup_steps: int = 0, **kwargs):
         super().__init__(**kwargs)  # saves every argument, these too, as hyperparameters
-        self.loss_fn = segmentation_loss
-        if compile_model:
-            self.model.compile()  # in place: parameters and state_dict keys unchanged
-            self.loss_fn = torch.compile(segmentation_loss)
+        if compile_model:  # in place: parameters and state_dict keys unchanged
+            self.model.compile()
 
     def on_after_batch_transfer(self, batch: dict, dataloader_idx: int) -> dict:
         out = super().on_after_batch_transfer(batch, dataloader_idx)
         if "sample_id" in batch:
             out["sample_id"] = batch["sample_id"]
         return out
-
-    def _loss(self, logits: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
-        return self.loss_fn(logits, label, self.hparams.bce_weight, self.hparams.dice_weight)
 
     def configure_optimizers(self):
         optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr,
