@@ -1,0 +1,167 @@
+"""Notebook 08's training entry point: the epoch coverage check, DALI's shard arithmetic it
+relies on, and the command line's refusals."""
+
+import numpy as np
+import pytest
+import torch
+
+from nailseg_common import dali_pipelines as dp
+from nailseg_common import multi_gpu
+from nailseg_common.multi_gpu import (
+    TrainingThroughput,
+    check_epoch_coverage,
+    expected_missing,
+    pads_into_next_epoch,
+    parse_args,
+    shard_sizes,
+)
+
+NAMES = [f"{i:05d}" for i in range(40)]
+
+
+def dali_epoch(names: list[str], world_size: int, batch_size: int) -> dict[int, list[str]]:
+    """What DALI's DROP gives each rank of one epoch: ⌊N / (world·batch)⌋ batches of its shard."""
+    batches = len(names) // (world_size * batch_size)
+    starts = np.cumsum([0, *shard_sizes(len(names), world_size)])
+    return {rank: names[starts[rank]:starts[rank] + batches * batch_size]
+            for rank in range(world_size)}
+
+
+def test_an_exact_cover_is_ok():
+    result = check_epoch_coverage(dali_epoch(NAMES, 2, 4), NAMES, world_size=2, batch_size=4)
+    assert result == {"per_rank": {0: 20, 1: 20}, "seen": 40, "duplicates": [], "missing": 0,
+                      "expected_missing": 0, "unknown": [], "ok": True}
+
+
+def test_a_sample_seen_twice_is_caught():
+    epoch = dali_epoch(NAMES, 2, 4)
+    epoch[1][0] = epoch[0][0]  # rank 1 trains on rank 0's first image instead of its own
+    result = check_epoch_coverage(epoch, NAMES, world_size=2, batch_size=4)
+    assert result["duplicates"] == [NAMES[0]] and result["missing"] == 1 and not result["ok"]
+
+
+def test_a_missing_batch_is_caught():
+    epoch = dali_epoch(NAMES, 2, 4)
+    epoch[0] = epoch[0][:-4]
+    result = check_epoch_coverage(epoch, NAMES, world_size=2, batch_size=4)
+    assert result["missing"] == 4 and result["expected_missing"] == 0 and not result["ok"]
+
+
+def test_a_name_outside_the_training_set_is_caught():
+    epoch = dali_epoch(NAMES, 2, 4)
+    epoch[1][-1] = "valid_00003"
+    result = check_epoch_coverage(epoch, NAMES, world_size=2, batch_size=4)
+    assert result["unknown"] == ["valid_00003"] and not result["ok"]
+
+
+@pytest.mark.parametrize(("samples", "world_size", "batch_size", "missing"), [
+    (40, 2, 4, 0), (40, 2, 6, 4), (40, 1, 6, 4), (41, 2, 4, 1), (41, 2, 7, 13), (43, 3, 4, 7),
+    (960, 1, 60, 0), (960, 2, 60, 0), (960, 8, 60, 0), (960, 2, 64, 64),
+])
+def test_drop_leaves_out_the_remainder_of_the_global_batch(samples, world_size, batch_size,
+                                                          missing):
+    assert expected_missing(samples, world_size, batch_size) == missing
+    names = [f"{index:05d}" for index in range(samples)]
+    result = check_epoch_coverage(dali_epoch(names, world_size, batch_size), names, world_size,
+                                  batch_size)
+    assert result["missing"] == missing and result["ok"]
+
+
+def test_shards_follow_dalis_formula():
+    assert shard_sizes(40, 2) == [20, 20]
+    assert shard_sizes(41, 2) == [20, 21]
+    assert shard_sizes(43, 3) == [14, 14, 15]
+    assert shard_sizes(240, 1) == [240]
+
+
+@pytest.mark.skipif(not dp.dali_available(), reason=dp.dali_status())
+@pytest.mark.parametrize(("samples", "world_size", "batch_size"), [
+    (40, 2, 4), (40, 2, 6), (41, 2, 7), (43, 3, 4), (41, 2, 4), (43, 2, 7),
+])
+def test_cpu_dali_shards_agree_with_the_check(tmp_path, samples, world_size, batch_size):
+    """Real DALI readers, one per rank, over three epochs: the check passes exactly where
+    ``pads_into_next_epoch`` does not predict DALI's padding batch in the next epoch."""
+    images, masks = [], []
+    for index in range(samples):
+        images.append(str(tmp_path / f"{index:05d}.npy"))
+        masks.append(str(tmp_path / f"mask_{index:05d}.npy"))
+        np.save(images[-1], np.full((8, 8, 3), index, np.uint8))
+        np.save(masks[-1], np.zeros((8, 8, 1), np.uint8))
+    names = [f"{index:05d}" for index in range(samples)]
+    loaders = [dp.make_loader(images, masks, image_size=8, batch_size=batch_size, train=True,
+                              device="cpu", shard_id=rank, num_shards=world_size, num_threads=1,
+                              sample_ids=True) for rank in range(world_size)]
+
+    def epoch() -> dict[int, list[str]]:
+        return {rank: [name for batch in loader for name in dp.sample_names(batch["sample_id"])]
+                for rank, loader in enumerate(loaders)}
+
+    ok = [check_epoch_coverage(epoch(), names, world_size, batch_size)["ok"] for _ in range(3)]
+    padded = pads_into_next_epoch(samples, world_size, batch_size)
+    assert ok == ([True, False, False] if padded else [True, True, True])
+
+
+def test_throughput_is_the_median_after_the_first_epoch():
+    clock = TrainingThroughput()
+    clock.epochs = [{"img_s": rate} for rate in (10.0, 100.0, 90.0, 300.0)]
+    assert clock.img_s == 100.0
+    clock.epochs = clock.epochs[:1]
+    assert clock.img_s is None
+
+
+def test_defaults_come_from_the_profile_and_whole_epochs_are_trained():
+    args, profile = parse_args(["--profile", "smoke"])
+    assert (args.devices, args.compile, args.run_name, args.pipeline) == (1, False, "ddp_1", "dali")
+    assert profile.batch_size == 8 and profile.max_train_batches is None
+    assert profile.max_valid_batches is None
+
+
+def test_arguments_reach_the_profile_as_given():
+    args, profile = parse_args(["--profile", "smoke", "--devices", "2", "--batch-size", "4",
+                                "--lr", "0.003", "--max-steps", "7", "--image-size", "32",
+                                "--compile", "--run-name", "mine"])
+    assert (profile.batch_size, profile.lr, profile.max_steps, profile.image_size) == (4, 0.003, 7, 32)
+    assert args.compile and args.run_name == "mine" and args.devices == 2
+
+
+def refusal(capsys, argv) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        parse_args(argv)
+    assert exit_info.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_kornia_is_refused_with_the_reason_and_the_fix(capsys):
+    message = refusal(capsys, ["--profile", "smoke", "--pipeline", "kornia"])
+    assert "DistributedSampler" in message and "--pipeline dali" in message
+
+
+def test_recording_samples_while_validating_is_refused(capsys, tmp_path):
+    checkpoint = tmp_path / "final.ckpt"
+    checkpoint.touch()
+    message = refusal(capsys, ["--profile", "smoke", "--validate", str(checkpoint),
+                               "--record-samples"])
+    assert "drop it with --validate" in message
+
+
+def test_a_missing_checkpoint_is_named(capsys, tmp_path):
+    message = refusal(capsys, ["--profile", "smoke", "--validate", str(tmp_path / "none.ckpt")])
+    assert "no such checkpoint" in message and "none.ckpt" in message
+
+
+def test_more_devices_than_gpus_is_refused(capsys, monkeypatch):
+    monkeypatch.setattr("nailseg_common.profiles.gpu_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    message = refusal(capsys, ["--profile", "gpu", "--devices", "2"])
+    assert "shows 1 GPU(s)" in message and "--devices 1" in message
+
+
+def test_zero_devices_and_unknown_profiles_are_refused(capsys):
+    assert "give 1 or more" in refusal(capsys, ["--profile", "smoke", "--devices", "0"])
+    assert "Unknown profile" in refusal(capsys, ["--profile", "tiny"])
+
+
+def test_without_dali_the_message_says_where_it_runs(capsys, monkeypatch):
+    monkeypatch.setattr(multi_gpu, "dali_available", lambda: False)
+    monkeypatch.setattr(dp, "_IMPORT_ERROR", ImportError("No module named 'nvidia.dali'"))
+    assert "Linux" in refusal(capsys, ["--profile", "smoke"])
