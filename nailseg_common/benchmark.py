@@ -36,6 +36,7 @@ import pytorch_lightning as pl
 import torch
 
 from .environment import library_versions
+from .models import LitNailSegmentation
 from .paths import REPO_ROOT, DataLocation
 from .profiles import Profile
 from .timing import BOUND_BATCHES, measure_loader, measure_training, resident_batches, summarize
@@ -149,15 +150,15 @@ def run_benchmark(profile: Profile, pipelines: list[Pipeline],
                   bound_source: Callable[[], Iterable[dict]] | None = None,
                   steps: int | None = None, repeats: int | None = None, warmup: int | None = None,
                   config: dict | None = None, log: Callable[[str], None] = print,
-                  make_model: Callable[..., pl.LightningModule] | None = None) -> dict:
+                  make_model: Callable[..., pl.LightningModule] = LitNailSegmentation) -> dict:
     """Measure every pipeline and the bound; return the results dict (see :func:`save_results`).
 
     ``bound_source()`` gives a loader whose first batches become the bound's resident set
     (default: the first pipeline's loader).
     ``steps``/``repeats`` default to the profile's ``bench_steps``/``bench_repeats``;
     ``warmup`` to a fifth of ``steps`` (at least 1), plus a loader's prefetch buffer.
-    The device is ``profile.device``. ``make_model`` replaces the course's
-    ``LitNailSegmentation`` in every training measurement (see :func:`measure_training`).
+    The device is ``profile.device``. ``make_model`` builds the model of every training
+    measurement (see :func:`measure_training`; notebook 07 passes a faster one).
     """
     run_started = time.perf_counter()
     steps = steps or profile.bench_steps
@@ -165,12 +166,11 @@ def run_benchmark(profile: Profile, pipelines: list[Pipeline],
     warmup = max(1, steps // 5) if warmup is None else warmup
     device = profile.device
     bound_source = bound_source or pipelines[0].make_loader
-    model = {"make_model": make_model} if make_model is not None else {}
 
     def bound(label: str, windows: int) -> dict:
         started = time.perf_counter()
         result = measure_training(resident_batches(bound_source(), device), profile, warmup, steps,
-                                  windows, **model)
+                                  windows, make_model=make_model)
         log(f"bound ({label}): {result['img_s']:.1f} img/s  [{time.perf_counter() - started:.1f} s]")
         _free_memory(device)
         return result
@@ -186,7 +186,7 @@ def run_benchmark(profile: Profile, pipelines: list[Pipeline],
         loader = measure_loader(batches, device, warmup, steps, repeats, augmentation)
         _free_memory(device)
         augmentation = pipeline.make_augmentation() if pipeline.make_augmentation else None
-        train = measure_training(batches, profile, warmup, steps, repeats, augmentation, **model)
+        train = measure_training(batches, profile, warmup, steps, repeats, augmentation, make_model=make_model)
         del batches
         _free_memory(device)
         measured.append((pipeline, workers, setup_s, loader, train))
