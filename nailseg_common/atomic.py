@@ -1,6 +1,6 @@
-"""Folders that appear complete or not at all.
+"""Files and folders that appear complete or not at all.
 
-A generated or prepared folder is written under a temporary sibling name and renamed
+A results file, or a generated or prepared folder, is written under a temporary sibling name and renamed
 into place at the end, so an interrupted run never leaves a half-written folder that a
 later run could take as complete. A lock file serialises processes that build the same
 folder at the same time (several notebooks or test sessions sharing ``data/``); whoever
@@ -10,6 +10,7 @@ holds it first deletes the temporary folders that killed runs left behind.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -81,3 +82,14 @@ def staged_folder(target: Path) -> Iterator[Path]:
         os.replace(target, old)
     os.replace(staging, target)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def write_json(path: str | os.PathLike, data: dict) -> Path:
+    """Write ``data`` as indented JSON to ``path`` (folders created) under a temporary sibling
+    name, then rename it into place, so a reader never finds half a file; the resolved path."""
+    path = Path(path).resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    staging.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(staging, path)
+    return path

@@ -35,6 +35,7 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 
+from .atomic import write_json
 from .environment import library_versions
 from .models import LitNailSegmentation
 from .paths import REPO_ROOT, DataLocation
@@ -243,11 +244,8 @@ def _device_name(device: torch.device) -> str:
 
 
 def save_results(results: dict, path: str | os.PathLike) -> Path:
-    """Write ``results`` as indented JSON (folders created)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results, indent=2) + "\n")
-    return path
+    """Write ``results`` as indented JSON (folders created, the file whole or not at all)."""
+    return write_json(path, results)
 
 
 def load_results(path: str | os.PathLike = REFERENCE_RESULTS) -> dict | None:

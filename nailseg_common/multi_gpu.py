@@ -18,7 +18,9 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import Callback
+from torch.profiler import ProfilerActivity, profile
 
+from nailseg_common.atomic import write_json
 from nailseg_common.dali_pipelines import (
     DALINailDataModule,
     dali_available,
@@ -71,17 +73,6 @@ def check_epoch_coverage(names_by_rank: dict[int, list[str]], all_names: list[st
             "seen": len(known & set(counts)), "duplicates": duplicates, "missing": missing,
             "expected_missing": expected, "unknown": unknown,
             "ok": not duplicates and not unknown and missing == expected}
-
-
-def write_json(path: str | os.PathLike, data: dict) -> Path:
-    """Write ``data`` to ``path`` under a temporary name, then rename it into place, so a
-    reader never finds half a file (as :mod:`nailseg_common.atomic` does for folders)."""
-    path = Path(path).resolve()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    staging.write_text(json.dumps(data, indent=2))
-    os.replace(staging, path)
-    return path
 
 
 class TrainingThroughput(Callback):
@@ -162,6 +153,54 @@ class SampleLedger(Callback):
             for epoch in complete]
 
 
+def covered_ms(intervals: list[tuple[float, float]]) -> float:
+    """The time covered by the union of ``(start, end)`` intervals, given in µs, in ms."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total / 1e3
+
+
+class StepProfile(Callback):
+    """``torch.profiler`` over ``steps`` training batches of epoch ``epoch`` from its second
+    batch, on rank 0. ``summary``: per step in ms, the wall time and, on a GPU, the time with
+    compute kernels, with only NCCL kernels (all-reduce not hidden) and with none (idle)."""
+
+    def __init__(self, epoch: int, steps: int = 5):
+        self.epoch, self.steps = epoch, steps
+        self.summary: dict | None = None
+        self._profiler: profile | None = None
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if trainer.is_global_zero and trainer.current_epoch == self.epoch and batch_idx == 1:
+            self._steps = min(self.steps, trainer.num_training_batches - 1)
+            self._cuda = pl_module.device.type == "cuda"
+            self._profiler = profile(activities=[ProfilerActivity.CPU]
+                                     + ([ProfilerActivity.CUDA] if self._cuda else []))
+            TrainingThroughput._now(pl_module)  # the previous steps' kernels are done
+            self._profiler.__enter__()
+            self._start = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if self._profiler is None or batch_idx != self._steps:
+            return
+        wall_ms = 1e3 * (TrainingThroughput._now(pl_module) - self._start) / self._steps
+        self._profiler.__exit__(None, None, None)
+        kernels = [(event.name, event.time_range.start, event.time_range.end)
+                   for event in self._profiler.events() if event.device_type.name == "CUDA"]
+        self._profiler = None
+        self.summary = {"epoch": self.epoch, "steps": self._steps, "wall_ms": wall_ms,
+                        "compute_ms": None, "all_reduce_not_hidden_ms": None, "idle_ms": None}
+        if self._cuda:
+            compute = covered_ms([(s, e) for name, s, e in kernels if "nccl" not in name.lower()])
+            busy = covered_ms([(s, e) for _, s, e in kernels])
+            self.summary |= {"compute_ms": compute / self._steps,
+                             "all_reduce_not_hidden_ms": (busy - compute) / self._steps,
+                             "idle_ms": wall_ms - busy / self._steps}
+
+
 PIPELINES = ("dali",)
 KORNIA_UNDER_DDP = (
     "notebook 03's cached Kornia pipeline reads whole batches through a BatchSampler, which "
@@ -193,10 +232,12 @@ def argument_parser() -> argparse.ArgumentParser:
     add("--target-iou", type=float, default=0.85, help="stop at the first validation with "
         "hard IoU at least this")
     add("--val-every-n-epochs", type=int, default=1, help="validate every n epochs")
-    add("--compile", action=argparse.BooleanOptionalAction, help="torch.compile the U-Net and "
-        "the loss (default: on a GPU)")
+    add("--compile", action=argparse.BooleanOptionalAction, help="torch.compile the U-Net; the "
+        "loss stays eager (default: on a GPU)")
     add("--record-samples", action="store_true", help="record every training sample's file "
         "and check that each epoch covers the training set once")
+    add("--profile-epoch", type=int, help="profile a few training steps of this epoch on rank 0 "
+        "(default: no profile)")
     add("--validate", metavar="CKPT", help="validate this checkpoint instead of training")
     add("--seed", type=int, default=42, help="model initialisation and augmentation")
     add("--run-name", default="", help="logs and checkpoint go to runs/<profile>/<run name> "
@@ -229,8 +270,9 @@ def argument_problem(args: argparse.Namespace, profile: Profile) -> str | None:
     if profile.accelerator == "gpu" and args.devices > gpus:
         return (f"--devices {args.devices} but this machine shows {gpus} GPU(s): use "
                 f"--devices {gpus} or fewer (check CUDA_VISIBLE_DEVICES), or --accelerator cpu.")
-    if args.validate and args.record_samples:
-        return "--record-samples records training batches: drop it with --validate."
+    if args.validate and (args.record_samples or args.profile_epoch is not None):
+        return ("--record-samples and --profile-epoch look at training batches: drop them "
+                "with --validate.")
     if args.validate and not Path(args.validate).is_file():
         return (f"--validate {args.validate}: no such checkpoint; train first (without "
                 "--validate) and pass the checkpoint path its results name.")
@@ -293,8 +335,10 @@ def train(args: argparse.Namespace, profile: Profile, location: DataLocation) ->
     clock, throughput = AccuracyClock(args.target_iou), TrainingThroughput()
     train_names = [Path(path).stem for path in split_files(location, "train")[0]]
     ledger = SampleLedger(train_names) if args.record_samples else None
+    step_profile = StepProfile(args.profile_epoch) if args.profile_epoch is not None else None
+    extra = [callback for callback in (ledger, step_profile) if callback]
     trainer = run_trainer(args, profile, check_val_every_n_epoch=args.val_every_n_epochs,
-                          callbacks=[clock, throughput, *([ledger] if ledger else [])])
+                          callbacks=[clock, throughput, *extra])
     if pads_into_next_epoch(len(train_names), args.devices, profile.batch_size) and local_rank() == 0:
         warnings.warn(f"{len(train_names)} training images in {args.devices} shards of "
                       f"{shard_sizes(len(train_names), args.devices)} with batch "
@@ -323,7 +367,9 @@ def train(args: argparse.Namespace, profile: Profile, location: DataLocation) ->
         "best_iou": max((row["val_iou"] for row in clock.history), default=None),
         "steps": trainer.global_step, "history": clock.history,
         "train_img_s": throughput.img_s, "epochs": throughput.epochs,
-        "coverage": ledger.coverage if ledger else None, "checkpoint": str(checkpoint)}
+        "coverage": ledger.coverage if ledger else None,
+        "step_profile": step_profile.summary if step_profile else None,
+        "checkpoint": str(checkpoint)}
     path = write_json(results_path(args, trainer), result)
     outcome = (f"IoU {args.target_iou} after {result['seconds_to_target']:.1f} s "
                f"({result['steps_to_target']} steps)" if reached

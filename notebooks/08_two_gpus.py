@@ -81,10 +81,12 @@ batch_size = None         # per device; None = 60 on a GPU (960 training images:
 lr = None                 # peak learning rate on one device; None = 2e-3 on a GPU, else the profile's
 lr_scaling = "sqrt"       # peak lr on N devices: "sqrt" (× √N), "linear" (× N) or "none"
 warmup_steps = None       # warm-up steps on one device (N devices: ceil(÷ N)); None = 50 on a GPU, else 0
-max_steps = None          # steps on one device (N devices: ceil(÷ N), the same epochs); None = 1000 on a GPU
+max_steps = None          # steps on one device; None = 1000 on a GPU
+many_epochs = 1.6         # epochs of the N-device run, × one device's: ceil(max_steps × many_epochs ÷ N) steps
 target_iou = 0.85         # the quality to reach: hard IoU on the validation set
 val_every_n_epochs = None  # validate every n epochs; None = 3 on a GPU, else 1
 compile_model = None      # torch.compile the U-Net; None = on a GPU only
+profile_epoch = None      # the epoch whose steps are profiled in both runs; None = 3 on a GPU, else 1
 devices = None            # devices of the multi-device runs; None = every visible GPU, 2 CPU processes without one
 speedup_target = 1.85     # images/s on N devices ÷ on one that counts as scaling well
 reference = "results/two_gpus_h200x2.json"  # this notebook's committed results of a run on two H200s
@@ -112,6 +114,7 @@ one_warmup = warmup_steps if warmup_steps is not None else (50 if on_gpu else 0)
 # epochs after the first to time and whole epochs to check
 one_steps = max_steps or (1000 if on_gpu else max(cfg.max_steps, 3 * (train_samples // per_device_batch)))
 val_every = val_every_n_epochs or (3 if on_gpu else 1)
+profiled_epoch = profile_epoch if profile_epoch is not None else (3 if on_gpu else 1)
 use_compile = on_gpu if compile_model is None else compile_model
 n_devices = devices or (torch.cuda.device_count() if on_gpu else 2)
 LR_SCALING = {"none": lambda n: 1.0, "sqrt": math.sqrt, "linear": float}
@@ -176,9 +179,7 @@ print(f"{n_devices} device(s) for the multi-device runs: "
 # %%
 #| export multi_gpu
 import collections
-import json
 import os
-from pathlib import Path
 
 
 def local_rank() -> int:
@@ -220,16 +221,6 @@ def check_epoch_coverage(names_by_rank: dict[int, list[str]], all_names: list[st
             "ok": not duplicates and not unknown and missing == expected}
 
 
-def write_json(path: str | os.PathLike, data: dict) -> Path:
-    """Write ``data`` to ``path`` under a temporary name, then rename it into place, so a
-    reader never finds half a file (as :mod:`nailseg_common.atomic` does for folders)."""
-    path = Path(path).resolve()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    staging.write_text(json.dumps(data, indent=2))
-    os.replace(staging, path)
-    return path
-
 
 # %% [markdown]
 # ### Two callbacks: images per second, and the sample ledger
@@ -249,12 +240,15 @@ def write_json(path: str | os.PathLike, data: dict) -> Path:
 
 # %%
 #| export multi_gpu
+import json
 import statistics
 import time
+from pathlib import Path
 
 import torch
 from pytorch_lightning.callbacks import Callback
 
+from nailseg_common.atomic import write_json
 from nailseg_common.dali_pipelines import sample_names
 
 
@@ -337,6 +331,79 @@ class SampleLedger(Callback):
 
 
 # %% [markdown]
+# ### A profile of a few steps
+#
+# Images per second say how much a second GPU buys, not where the rest of the time goes.
+# `StepProfile` records a few training steps in the middle of one epoch with
+# `torch.profiler`, on rank 0, and splits the wall time of a step in three:
+#
+# - **compute**: the GPU runs at least one kernel other than NCCL's;
+# - **all-reduce not hidden**: only NCCL kernels run, the gradient averaging that compute
+#   does not overlap. On rank 0 a NCCL kernel also spans the wait for the other GPU to
+#   reach the same all-reduce, so a rank that is late shows up here too;
+# - **idle**: no kernel runs at all, the GPU waits for the host (Python, Lightning, DDP's
+#   hooks, the next batch).
+#
+# A GPU runs kernels of several streams at once, so the three are measured as the union of
+# the kernels' time intervals, not as sums of kernel times. What the profiled steps do not
+# hold is the boundary between epochs: `TrainingThroughput` times whole epochs, and the
+# difference per step is the cost of that boundary (DALI's epoch change, Lightning's epoch
+# hooks, the callbacks' synchronisations).
+
+# %%
+#| export multi_gpu
+from torch.profiler import ProfilerActivity, profile
+
+
+def covered_ms(intervals: list[tuple[float, float]]) -> float:
+    """The time covered by the union of ``(start, end)`` intervals, given in µs, in ms."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total / 1e3
+
+
+class StepProfile(Callback):
+    """``torch.profiler`` over ``steps`` training batches of epoch ``epoch`` from its second
+    batch, on rank 0. ``summary``: per step in ms, the wall time and, on a GPU, the time with
+    compute kernels, with only NCCL kernels (all-reduce not hidden) and with none (idle)."""
+
+    def __init__(self, epoch: int, steps: int = 5):
+        self.epoch, self.steps = epoch, steps
+        self.summary: dict | None = None
+        self._profiler: profile | None = None
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if trainer.is_global_zero and trainer.current_epoch == self.epoch and batch_idx == 1:
+            self._steps = min(self.steps, trainer.num_training_batches - 1)
+            self._cuda = pl_module.device.type == "cuda"
+            self._profiler = profile(activities=[ProfilerActivity.CPU]
+                                     + ([ProfilerActivity.CUDA] if self._cuda else []))
+            TrainingThroughput._now(pl_module)  # the previous steps' kernels are done
+            self._profiler.__enter__()
+            self._start = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if self._profiler is None or batch_idx != self._steps:
+            return
+        wall_ms = 1e3 * (TrainingThroughput._now(pl_module) - self._start) / self._steps
+        self._profiler.__exit__(None, None, None)
+        kernels = [(event.name, event.time_range.start, event.time_range.end)
+                   for event in self._profiler.events() if event.device_type.name == "CUDA"]
+        self._profiler = None
+        self.summary = {"epoch": self.epoch, "steps": self._steps, "wall_ms": wall_ms,
+                        "compute_ms": None, "all_reduce_not_hidden_ms": None, "idle_ms": None}
+        if self._cuda:
+            compute = covered_ms([(s, e) for name, s, e in kernels if "nccl" not in name.lower()])
+            busy = covered_ms([(s, e) for _, s, e in kernels])
+            self.summary |= {"compute_ms": compute / self._steps,
+                             "all_reduce_not_hidden_ms": (busy - compute) / self._steps,
+                             "idle_ms": wall_ms - busy / self._steps}
+
+
+# %% [markdown]
 # ### The command line
 #
 # Every option that changes the run is an argument; what is not given comes from the
@@ -391,10 +458,12 @@ def argument_parser() -> argparse.ArgumentParser:
     add("--target-iou", type=float, default=0.85, help="stop at the first validation with "
         "hard IoU at least this")
     add("--val-every-n-epochs", type=int, default=1, help="validate every n epochs")
-    add("--compile", action=argparse.BooleanOptionalAction, help="torch.compile the U-Net and "
-        "the loss (default: on a GPU)")
+    add("--compile", action=argparse.BooleanOptionalAction, help="torch.compile the U-Net; the "
+        "loss stays eager (default: on a GPU)")
     add("--record-samples", action="store_true", help="record every training sample's file "
         "and check that each epoch covers the training set once")
+    add("--profile-epoch", type=int, help="profile a few training steps of this epoch on rank 0 "
+        "(default: no profile)")
     add("--validate", metavar="CKPT", help="validate this checkpoint instead of training")
     add("--seed", type=int, default=42, help="model initialisation and augmentation")
     add("--run-name", default="", help="logs and checkpoint go to runs/<profile>/<run name> "
@@ -427,8 +496,9 @@ def argument_problem(args: argparse.Namespace, profile: Profile) -> str | None:
     if profile.accelerator == "gpu" and args.devices > gpus:
         return (f"--devices {args.devices} but this machine shows {gpus} GPU(s): use "
                 f"--devices {gpus} or fewer (check CUDA_VISIBLE_DEVICES), or --accelerator cpu.")
-    if args.validate and args.record_samples:
-        return "--record-samples records training batches: drop it with --validate."
+    if args.validate and (args.record_samples or args.profile_epoch is not None):
+        return ("--record-samples and --profile-epoch look at training batches: drop them "
+                "with --validate.")
     if args.validate and not Path(args.validate).is_file():
         return (f"--validate {args.validate}: no such checkpoint; train first (without "
                 "--validate) and pass the checkpoint path its results name.")
@@ -525,8 +595,10 @@ def train(args: argparse.Namespace, profile: Profile, location: DataLocation) ->
     clock, throughput = AccuracyClock(args.target_iou), TrainingThroughput()
     train_names = [Path(path).stem for path in split_files(location, "train")[0]]
     ledger = SampleLedger(train_names) if args.record_samples else None
+    step_profile = StepProfile(args.profile_epoch) if args.profile_epoch is not None else None
+    extra = [callback for callback in (ledger, step_profile) if callback]
     trainer = run_trainer(args, profile, check_val_every_n_epoch=args.val_every_n_epochs,
-                          callbacks=[clock, throughput, *([ledger] if ledger else [])])
+                          callbacks=[clock, throughput, *extra])
     if pads_into_next_epoch(len(train_names), args.devices, profile.batch_size) and local_rank() == 0:
         warnings.warn(f"{len(train_names)} training images in {args.devices} shards of "
                       f"{shard_sizes(len(train_names), args.devices)} with batch "
@@ -555,7 +627,9 @@ def train(args: argparse.Namespace, profile: Profile, location: DataLocation) ->
         "best_iou": max((row["val_iou"] for row in clock.history), default=None),
         "steps": trainer.global_step, "history": clock.history,
         "train_img_s": throughput.img_s, "epochs": throughput.epochs,
-        "coverage": ledger.coverage if ledger else None, "checkpoint": str(checkpoint)}
+        "coverage": ledger.coverage if ledger else None,
+        "step_profile": step_profile.summary if step_profile else None,
+        "checkpoint": str(checkpoint)}
     path = write_json(results_path(args, trainer), result)
     outcome = (f"IoU {args.target_iou} after {result['seconds_to_target']:.1f} s "
                f"({result['steps_to_target']} steps)" if reached
@@ -614,10 +688,15 @@ def main(argv: list[str] | None = None) -> dict | None:
 #
 # - **(a)** one device: notebook 07's recipe, the per-device batch, `max_steps` steps;
 # - **(b)** N devices, with `--record-samples`: the same per-device batch, so a step trains
-#   on N times the images, and `⌈max_steps / N⌉` steps, the same number of epochs. The
-#   learning rate grows with the global batch (`lr_scaling`, √N by default) and the warm-up
-#   covers the same images (`⌈warmup_steps / N⌉` steps);
+#   on N times the images. The learning rate grows with the global batch (`lr_scaling`, √N
+#   by default) and the warm-up covers the same images (`⌈warmup_steps / N⌉` steps). A
+#   larger batch makes fewer, larger steps, and each step of a larger batch does not go N
+#   times as far: trained for the same epochs (`⌈max_steps / N⌉` steps), two GPUs ended
+#   short of the target in our runs, so (b) trains for `many_epochs` times the epochs of
+#   (a), `⌈max_steps · many_epochs / N⌉` steps;
 # - **(c)** and **(d)**: (b)'s final checkpoint validated on one device, then on N.
+#
+# (a) and (b) also profile a few steps of epoch `profile_epoch` (`--profile-epoch`).
 #
 # The settings, and what DALI's shards make of the training set:
 
@@ -629,7 +708,8 @@ from nailseg_common.paths import REPO_ROOT, runs_dir
 out_dir = runs_dir() / cfg.name / "two_gpus"
 one_plan = {"devices": 1, "lr": one_lr, "warmup": one_warmup, "steps": one_steps}
 many_plan = {"devices": n_devices, "lr": one_lr * LR_SCALING[lr_scaling](n_devices),
-             "warmup": math.ceil(one_warmup / n_devices), "steps": math.ceil(one_steps / n_devices)}
+             "warmup": math.ceil(one_warmup / n_devices),
+             "steps": math.ceil(one_steps * many_epochs / n_devices)}
 plan_rows = {}
 for name, plan in {"one device": one_plan, f"{n_devices} devices": many_plan}.items():
     k = plan["devices"]
@@ -688,8 +768,9 @@ def plan_options(plan: dict) -> list[str]:
 
 
 # %%
-one = launch("one_device", *plan_options(one_plan))
-many = launch(f"{n_devices}_devices", *plan_options(many_plan), "--record-samples")
+profiling = ["--profile-epoch", str(profiled_epoch)]
+one = launch("one_device", *plan_options(one_plan), *profiling)
+many = launch(f"{n_devices}_devices", *plan_options(many_plan), *profiling, "--record-samples")
 validation = {k: launch(f"validate_{k}", "--validate", many["checkpoint"], "--devices", str(k))
               for k in sorted({1, n_devices})}
 
@@ -700,6 +781,8 @@ validation = {k: launch(f"validate_{k}", "--validate", many["checkpoint"], "--de
 # run and, below, the committed reference of the run on two GPUs.
 
 # %%
+import statistics
+
 import matplotlib.pyplot as plt
 from IPython.display import display
 
@@ -783,6 +866,61 @@ record = combine(one, many, validation)
 show(record, "this run")
 
 # %% [markdown]
+# ### Where a step's time goes
+#
+# Two GPUs reach `N ×` the images per second of one only if a step on two takes as long as
+# a step on one. `step_breakdown` puts the profiled steps of both runs side by side: the
+# three parts of a profiled step (compute, all-reduce not hidden, idle), then the epoch
+# boundary, spread over the steps of an epoch (the median training time of an epoch per
+# step, minus the profiled step's wall time). The parts add up to the time per step that
+# the images per second above come from.
+
+# %%
+def step_breakdown(record: dict) -> pd.DataFrame | None:
+    """Milliseconds per training step of each run, by part; None without step profiles."""
+    columns = {}
+    for name, run in record["runs"].items():
+        profiled = run.get("step_profile")
+        later = run["epochs"][1:]
+        if not profiled or not later:
+            return None
+        batch = run["world_size"] * run["config"]["profile"]["batch_size"]
+        per_step_ms = statistics.median(1e3 * e["seconds"] * batch / e["images"] for e in later)
+        columns[name] = {
+            "compute (kernels other than NCCL's)": profiled["compute_ms"],
+            "all-reduce not hidden": profiled["all_reduce_not_hidden_ms"],
+            "idle within the steps": profiled["idle_ms"],
+            "epoch boundary, per step": per_step_ms - profiled["wall_ms"],
+            "time per step": per_step_ms,
+            "images per step": batch}
+    return pd.DataFrame(columns)
+
+
+def explain_speedup(record: dict) -> None:
+    """The breakdown table, and the difference per step between the runs, part by part."""
+    table = step_breakdown(record)
+    if table is None:
+        print("no step profiles in this record (runs of fewer than two epochs, or older results)")
+        return
+    display(table.round(2))
+    one_name, many_name = table.columns
+    difference = (table[many_name] - table[one_name]).drop(["time per step", "images per step"])
+    if difference.isna().any():
+        print("no GPU: the profile holds wall time only, the parts are not measured")
+        return
+    extra = table.loc["time per step", many_name] - table.loc["time per step", one_name]
+    devices = table.loc["images per step", many_name] / table.loc["images per step", one_name]
+    one_ms, many_ms = table.loc["time per step", one_name], table.loc["time per step", many_name]
+    print(f"a step on {devices:.0f} devices takes {extra:+.1f} ms longer than on one "
+          f"({one_ms:.1f} ms), so the images/s grow {devices:.0f} × {one_ms:.1f} / {many_ms:.1f} "
+          f"= {devices * one_ms / many_ms:.2f} ×; the difference by part:")
+    for part, ms in difference.sort_values(ascending=False).items():
+        print(f"  {part:38s} {ms:+6.2f} ms")
+
+
+explain_speedup(record)
+
+# %% [markdown]
 # ### What the published run found
 #
 # On two H200s (2026-11-23, the published edition and `results/two_gpus_h200x2.json`): one
@@ -815,17 +953,17 @@ show(record, "this run")
 # are committed as `reference`; the record of this run goes to `runs/`, beside its logs.
 
 # %%
-from nailseg_common.benchmark import load_results
-
 live_on_gpus = on_gpu and n_devices >= 2
 saved = write_json(out_dir / "results.json", record)
 print(f"this run's combined results: {saved}")
-committed = load_results(REPO_ROOT / reference)
+reference_path = REPO_ROOT / reference
+committed = json.loads(reference_path.read_text()) if reference_path.exists() else None
 if not live_on_gpus:
     print(f"This run used {n_devices if on_gpu else 0} GPU(s): the multi-device numbers above "
           "check the code, not the speed. The two-GPU numbers are the committed reference's:")
     if committed:
         show(committed, f"reference {reference}")
+        explain_speedup(committed)
     else:
         print(f"{reference} does not exist yet: run this notebook on a machine with two GPUs "
               f"and commit its {out_dir.name}/results.json as {reference}.")

@@ -3,13 +3,16 @@ relies on, and the command line's refusals."""
 
 import numpy as np
 import pytest
+import pytorch_lightning as pl
 import torch
 
 from nailseg_common import dali_pipelines as dp
 from nailseg_common import multi_gpu
 from nailseg_common.multi_gpu import (
+    StepProfile,
     TrainingThroughput,
     check_epoch_coverage,
+    covered_ms,
     expected_missing,
     pads_into_next_epoch,
     parse_args,
@@ -109,6 +112,41 @@ def test_throughput_is_the_median_after_the_first_epoch():
     assert clock.img_s is None
 
 
+def test_covered_time_counts_overlapping_kernels_once():
+    assert covered_ms([]) == 0.0
+    assert covered_ms([(0, 1000), (500, 1500), (3000, 4000)]) == 2.5  # µs in, ms out
+    assert covered_ms([(0, 4000), (1000, 2000)]) == 4.0
+
+
+class TinyModule(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(4, 1)
+
+    def training_step(self, batch, batch_idx):
+        return self.layer(batch[0]).square().mean()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+@pytest.mark.parametrize(("epoch", "steps", "profiled"), [(1, 2, 2), (1, 9, 3), (5, 2, None)])
+def test_step_profile_times_the_steps_of_one_epoch(tmp_path, epoch, steps, profiled):
+    """Batches 1.. of the epoch, never past its end; no summary for an epoch never run."""
+    data = torch.utils.data.TensorDataset(torch.randn(16, 4))
+    step_profile = StepProfile(epoch, steps)
+    trainer = pl.Trainer(accelerator="cpu", max_epochs=2, logger=False, callbacks=[step_profile],
+                         enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, default_root_dir=tmp_path)
+    trainer.fit(TinyModule(), torch.utils.data.DataLoader(data, batch_size=4))
+    if profiled is None:
+        assert step_profile.summary is None
+        return
+    summary = step_profile.summary
+    assert (summary["epoch"], summary["steps"]) == (epoch, profiled)
+    assert summary["wall_ms"] > 0 and summary["compute_ms"] is None  # no GPU: wall time only
+
+
 def test_defaults_come_from_the_profile_and_whole_epochs_are_trained():
     args, profile = parse_args(["--profile", "smoke"])
     assert (args.devices, args.compile, args.run_name, args.pipeline) == (1, False, "ddp_1", "dali")
@@ -136,12 +174,12 @@ def test_kornia_is_refused_with_the_reason_and_the_fix(capsys):
     assert "DistributedSampler" in message and "--pipeline dali" in message
 
 
-def test_recording_samples_while_validating_is_refused(capsys, tmp_path):
+def test_recording_or_profiling_while_validating_is_refused(capsys, tmp_path):
     checkpoint = tmp_path / "final.ckpt"
     checkpoint.touch()
-    message = refusal(capsys, ["--profile", "smoke", "--validate", str(checkpoint),
-                               "--record-samples"])
-    assert "drop it with --validate" in message
+    for option in (["--record-samples"], ["--profile-epoch", "2"]):
+        message = refusal(capsys, ["--profile", "smoke", "--validate", str(checkpoint), *option])
+        assert "drop them with --validate" in message
 
 
 def test_a_missing_checkpoint_is_named(capsys, tmp_path):
