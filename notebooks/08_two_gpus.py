@@ -923,18 +923,37 @@ explain_speedup(record)
 # %% [markdown]
 # ### What the published run found
 #
-# On two H200s (2026-11-23, the published edition and `results/two_gpus_h200x2.json`): one
-# GPU trained at 1227 images/s and reached IoU 0.85 in 47.3 s; two trained at 2085 images/s,
-# **1.70 ×, short of the 1.85 × target by 8 %**. That run was not profiled. Two costs are
-# certain from the code and not yet measured: the gradients are all-reduced after the
-# compiled backward rather than during it (`optimize_ddp = False`, one graph), and the fixed
-# costs of an epoch (the throughput callback's two synchronisations, DALI's epoch
-# boundary, Lightning's epoch hooks) come every 8 steps on two GPUs and every 16 on one.
-# With the global batch doubled, the learning rate × √2 and half the steps, the two-GPU run
-# ended at IoU 0.814, below the target: that recipe needs more steps or another learning
-# rate (exercise 1), so the run gives no time to accuracy on two GPUs yet. Every one of its
-# 62 epochs saw each training image exactly once, and its checkpoint validated on one and on
-# two GPUs agrees to 3.2e-6.
+# On two H200s joined by NVLink (2026-11-23, the published edition and
+# `results/two_gpus_h200x2.json`): one GPU trained at 1226 images/s and reached IoU 0.85 in
+# 50.3 s (912 steps); two trained at 2164 images/s, **1.77 ×, short of the 1.85 × target by
+# 4 %**, and reached IoU 0.85 in **40.4 s** (600 steps of 120 images), 20 % sooner than one.
+# Every one of the 75 complete epochs saw each training image exactly once, and the
+# two-GPU checkpoint validated on one and on two GPUs agrees to 6e-8.
+#
+# The recipe for two GPUs was measured, not assumed. An earlier run trained for the same
+# epochs as one GPU (500 steps, lr × √2) and ended at IoU 0.814. Three longer recipes on
+# the same machine (`results/two_gpus_recipes_h200x2.json`): lr × √2 for 800 steps reached
+# 0.85 in 40.2 s, lr × 2 for 600 steps stopped at 0.836, lr × 2 for 800 steps reached it
+# in 40.3 s. Hence the defaults: × √2 and 1.6 × the epochs.
+#
+# **Why 1.77 × and not 1.85 ×, from the profile.** A step on two GPUs takes 55.5 ms against
+# 48.9 ms on one, 6.5 ms more:
+#
+# - **+4.7 ms of compute**: the GPU is busy with kernels other than NCCL's for 53.9 ms per
+#   step against 49.2 ms;
+# - **+2.1 ms idle**: the GPU waits for the host 2.5 ms per step against 0.5 ms (DDP's work
+#   around each step on the host, with the profiler's own overhead, which both runs carry);
+# - **the all-reduce is hidden**: NCCL's kernels run alone for 4 µs per step, the rest of
+#   the time they overlap other kernels;
+# - **the epoch boundary is not a cost**: it comes out at −0.8 and −1.0 ms per step, that is
+#   below the profiler's own overhead on the profiled steps. The fixed costs per epoch that
+#   the previous edition suspected do not show.
+#
+# What the profile does not say is why the other kernels take 4.7 ms longer on two GPUs.
+# Two candidates, neither measured here: NCCL's kernels take SMs and memory bandwidth from
+# the convolutions they overlap, and DDP adds kernels of its own (copying the gradients
+# into its buckets and back, dividing them by the number of GPUs). Profiling one GPU with
+# the all-reduce switched off (`no_sync`) would tell them apart.
 
 # %% [markdown]
 # How to read the validation comparison: the same checkpoint sees the same images on one
@@ -983,14 +1002,16 @@ elif committed and committed["speedup"]:
 # - Validation on several devices gives the metrics of one device when the shards cover
 #   the set once (DALI's `PARTIAL`) and the metrics add sums and counts across ranks
 #   (torchmetrics); a value logged without `sync_dist` is only its rank's.
-# - A second GPU doubles the images per step, not the speed of a step: the tables above
-#   say how close to 2 × the throughput comes, and how much of it the time to accuracy
-#   keeps with a larger global batch.
+# - A second GPU doubles the images per step, not the speed of a step: a profile of a few
+#   steps splits the time of a step into compute, all-reduce not hidden and idle, and says
+#   where the rest of the 2 × goes.
+# - A global batch N × larger needs its own recipe: with the learning rate × √N and
+#   1.6 × the epochs, two GPUs reach the quality sooner than one.
 #
 # ## Exercises
 #
-# 1. Run (b) with `lr_scaling="linear"` and with `"none"`: which reaches IoU 0.85 in the
-#    fewest epochs, and which soonest?
+# 1. Run (b) with `lr_scaling="linear"` and with `"none"`, and with `many_epochs` 1.0 and
+#    1.3: which reaches IoU 0.85 in the fewest epochs, and which soonest?
 # 2. Give the script a training set that does not divide by two with a batch that divides
 #    the smaller shard (`--num-images` and `--batch-size`; `pads_into_next_epoch` says
 #    which): does the coverage check catch what the script warns about?
