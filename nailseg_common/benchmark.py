@@ -11,9 +11,9 @@ the pipelines and half after them (their ratio, ``drift``, shows whether the mac
 speed changed during the run). ``train_ratio_to_bound`` is a pipeline's median training
 rate over the bound's median.
 
-Results are a JSON-ready dict (:func:`save_results`, :func:`load_results`) that records the
-device, CPU, library versions and date with every number. ``python -m
-nailseg_common.benchmark --profile gpu --out results/benchmark_h100.json`` (``make bench``)
+Results are a JSON-ready dict (written with :func:`nailseg_common.atomic.write_json`, read
+with :func:`load_results`) that records the device, CPU, library versions and date with
+every number. ``python -m nailseg_common.benchmark --profile gpu --out results/benchmark_h100.json`` (``make bench``)
 runs it from the command line.
 """
 
@@ -152,7 +152,7 @@ def run_benchmark(profile: Profile, pipelines: list[Pipeline],
                   steps: int | None = None, repeats: int | None = None, warmup: int | None = None,
                   config: dict | None = None, log: Callable[[str], None] = print,
                   make_model: Callable[..., pl.LightningModule] = LitNailSegmentation) -> dict:
-    """Measure every pipeline and the bound; return the results dict (see :func:`save_results`).
+    """Measure every pipeline and the bound; return the results dict (see :func:`load_results`).
 
     ``bound_source()`` gives a loader whose first batches become the bound's resident set
     (default: the first pipeline's loader).
@@ -243,13 +243,8 @@ def _device_name(device: torch.device) -> str:
 # --------------------------------------------------------------------------- reading results
 
 
-def save_results(results: dict, path: str | os.PathLike) -> Path:
-    """Write ``results`` as indented JSON (folders created, the file whole or not at all)."""
-    return write_json(path, results)
-
-
 def load_results(path: str | os.PathLike = REFERENCE_RESULTS) -> dict | None:
-    """Results written by :func:`save_results`, or ``None`` when the file does not exist."""
+    """Results written by ``python -m nailseg_common.benchmark``, or ``None`` when the file does not exist."""
     path = Path(path)
     if not path.exists():
         return None
@@ -387,7 +382,7 @@ def main(argv: list[str] | None = None) -> Path:
           f"{[p.name for p in pipelines]}")
     results = run_benchmark(profile, pipelines, steps=args.steps, repeats=args.repeats,
                             config={"data": location.raw.name, "synthetic": location.synthetic})
-    out = save_results(results, args.out or REPO_ROOT / "results" / f"benchmark_{profile.name}.json")
+    out = write_json(args.out or REPO_ROOT / "results" / f"benchmark_{profile.name}.json", results)
     print(summary_table(results).to_string(float_format=lambda x: f"{x:.3g}"))
     print(describe_targets(results))
     print(f"wrote {out} ({results['wall_s']:.0f} s)")

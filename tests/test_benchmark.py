@@ -11,6 +11,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from nailseg_common import benchmark, timing
+from nailseg_common.atomic import write_json
 from nailseg_common.benchmark import Pipeline, Target
 from nailseg_common.profiles import select_profile
 
@@ -148,7 +149,7 @@ def test_results_are_well_formed(results, profile):
 
 
 def test_results_round_trip_through_json(results, tmp_path):
-    path = benchmark.save_results(results, tmp_path / "sub" / "bench.json")
+    path = write_json(tmp_path / "sub" / "bench.json", results)
     assert benchmark.load_results(path) == json.loads(json.dumps(results))
     assert benchmark.load_results(tmp_path / "missing.json") is None
     path.write_text(json.dumps({**results, "schema": 0}))
