@@ -13,8 +13,8 @@ rate over the bound's median.
 
 Results are a JSON-ready dict (written with :func:`nailseg_common.atomic.write_json`, read
 with :func:`load_results`) that records the device, CPU, library versions and date with
-every number. ``python -m nailseg_common.benchmark --profile gpu --out results/benchmark_h100.json`` (``make bench``)
-runs it from the command line.
+every number. ``python -m nailseg_common.benchmark --profile gpu --out
+results/benchmark_h100.json`` (``make bench``) runs it from the command line.
 """
 
 from __future__ import annotations
