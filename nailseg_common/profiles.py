@@ -47,8 +47,8 @@ PROFILES: dict[str, Profile] = {
         max_train_batches=2, max_valid_batches=1, bench_repeats=3, bench_steps=2,
     ),
     "cpu": Profile(
-        name="cpu", accelerator="cpu", num_images=400, image_size=128, batch_size=16,
-        max_steps=300, encoder="resnet18", num_workers=2, precision="32-true", lr=2e-3,
+        name="cpu", accelerator="cpu", num_images=400, image_size=96, batch_size=8,
+        max_steps=1440, encoder="resnet18", num_workers=2, precision="32-true", lr=2e-3,
         bench_repeats=3, bench_steps=5,
     ),
     "gpu": Profile(

@@ -44,7 +44,7 @@
 # - measuring how much of each training step waits for data, and why that grows on a GPU
 #
 # > **CPU or GPU?** The notebook runs everywhere. Without a GPU it picks the `cpu` profile
-# > (128 px, a few minutes on a laptop); CI runs the tiny `smoke` profile. On a GPU the
+# > (96 px, about ten minutes on a laptop); CI runs the tiny `smoke` profile. On a GPU the
 # > `gpu` profile trains the full model at 384 px with bf16 mixed precision. Every cell that
 # > follows is the code that runs: change one and re-run what comes after it.
 #
