@@ -2,9 +2,10 @@
 
 A results file, or a generated or prepared folder, is written under a temporary sibling
 name and renamed into place at the end, so an interrupted run never leaves a half-written
-file or folder that a later run could take as complete. A lock file serialises processes that build the same
-folder at the same time (several notebooks or test sessions sharing ``data/``); whoever
-holds it first deletes the temporary folders that killed runs left behind.
+file or folder that a later run could take as complete. A lock file serialises processes
+that build the same folder at the same time (several notebooks or test sessions sharing
+``data/``); whoever holds it first deletes the temporary folders that killed runs left
+behind.
 """
 
 from __future__ import annotations
