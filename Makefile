@@ -46,11 +46,11 @@ $(BUILD)/notebooks/%.ipynb: notebooks/%.ipynb $(ENV_STAMP)
 # `make blog BLOG_FROM=build/notebooks` renders your own run instead.
 BLOG_FROM ?= $(if $(wildcard published/*.ipynb),published,$(BUILD)/notebooks)
 blog: env  ## render the published edition into Jekyll posts (build/blog) and a static site (build/site)
-	$(PY) -m nailseg_common.publishing.blog --notebooks $(BLOG_FROM) --posts $(BUILD)/blog/_posts --site $(BUILD)/site
+	$(PY) -m tools.publishing.blog --notebooks $(BLOG_FROM) --posts $(BUILD)/blog/_posts --site $(BUILD)/site
 
 export: env  ## sync each notebook with its .py copy, then write the exported cells into nailseg_common
 	$(VENV)/bin/jupytext --sync --quiet $(NOTEBOOKS)
-	$(PY) -m nailseg_common.publishing.export
+	$(PY) -m tools.publishing.export
 
 # The committed reference was made on an H100 with BENCH_OUT=results/benchmark_h100.json.
 BENCH_OUT ?= results/benchmark_local.json

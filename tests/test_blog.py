@@ -19,7 +19,7 @@ from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from nailseg_common import paths
-from nailseg_common.publishing import blog
+from tools.publishing import blog
 
 TITLE = "01 · A test post: figures & paths"  # from the first heading, not the metadata
 BLOG_META = {

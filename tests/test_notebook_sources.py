@@ -12,7 +12,7 @@ import nbformat
 import pytest
 
 from nailseg_common.profiles import Profile
-from nailseg_common.publishing import export
+from tools.publishing import export
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))

@@ -6,7 +6,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from nailseg_common.publishing import blog
+from tools.publishing import blog
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))

@@ -1,7 +1,7 @@
 """Literate export: the code a notebook teaches becomes a module of the package.
 
 A code cell whose first line is ``#| export <module>`` belongs to
-``nailseg_common/<module>.py``. ``python -m nailseg_common.publishing.export`` (``make
+``nailseg_common/<module>.py``. ``python -m tools.publishing.export`` (``make
 export``) writes each such module from its notebook: a header naming the source, the
 cells' top-level imports gathered and de-duplicated at the top, then the cells' code in
 notebook order. One notebook may feed several modules; a module comes from exactly one

@@ -1,6 +1,6 @@
 """Blog posts and a browsable site from the executed course notebooks.
 
-``python -m nailseg_common.publishing.blog --notebooks build/notebooks --posts build/blog/_posts
+``python -m tools.publishing.blog --notebooks build/notebooks --posts build/blog/_posts
 --site build/site`` writes
 
 * one Jekyll post per notebook, ``<posts>/YYYY-MM-DD-<slug>.md``, front matter from the
@@ -45,7 +45,7 @@ from nbconvert import HTMLExporter, MarkdownExporter
 from traitlets.config import Config
 
 from nailseg_common import paths
-from nailseg_common.publishing.export import ExportError, notebook_title
+from tools.publishing.export import ExportError, notebook_title
 
 ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 # ``warnings.formatwarning``: "<file>:<line>: <Category>: <message>", then the source
