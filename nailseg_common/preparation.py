@@ -39,13 +39,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from tqdm import tqdm
 
 from .atomic import folder_lock, staged_folder, stale_staging
 from .images import DataError, read_binary_mask, read_rgb
 from .integrity import file_records, verify_records
 from .paths import DataLocation, data_location
 from .profiles import Profile, select_profile
+from .progress import progress as progress_bar
 from .synthetic import ensure_synthetic_dataset
 
 PREPARATION_VERSION = 3
@@ -286,7 +286,7 @@ def _convert(pairs: list[Pair], raw: Path, staging: Path,
     Returns the CSV rows and the masks without any nail pixel (relative paths).
     """
     rows, problems, empty = [], [], []
-    for pair in tqdm(pairs, desc="Converting to npy", unit="pair", disable=not progress):
+    for pair in progress_bar(pairs, "Converting to npy", enabled=progress):
         try:
             image = read_rgb(pair.image)
             mask = read_binary_mask(pair.mask)

@@ -48,12 +48,12 @@ PROFILES: dict[str, Profile] = {
     ),
     "cpu": Profile(
         name="cpu", accelerator="cpu", num_images=400, image_size=96, batch_size=8,
-        max_steps=1440, encoder="resnet18", num_workers=2, precision="32-true", lr=2e-3,
+        max_steps=480, encoder="resnet18", num_workers=2, precision="32-true", lr=2e-3,
         bench_repeats=3, bench_steps=5,
     ),
     "gpu": Profile(
         name="gpu", accelerator="gpu", num_images=1200, image_size=384, batch_size=32,
-        max_steps=3600, encoder="resnet34", num_workers=15, precision="bf16-mixed", lr=1e-3,
+        max_steps=1800, encoder="resnet34", num_workers=15, precision="bf16-mixed", lr=1e-3,
         bench_repeats=5, bench_steps=30, compare_epochs=3,
     ),
 }

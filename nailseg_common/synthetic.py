@@ -41,14 +41,17 @@ import functools
 import io
 import json
 import math
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
-from tqdm import tqdm
 
 from .atomic import folder_lock, staged_folder
+from .progress import progress as progress_bar
 
 GENERATOR_VERSION = 3
 MANIFEST_NAME = "manifest.json"
@@ -682,19 +685,36 @@ def is_complete(root: str | Path, num_images: int, seed: int = 0, style: str = "
     return found == _manifest(num_images, seed, style)
 
 
+def _write_sample(staging: Path, seed: int, style: str, index: int) -> None:
+    kind, image, mask = synthetic_sample(seed, index, style=style)
+    name = f"{kind}/{index:05d}.png"
+    Image.fromarray(image).save(staging / "Images" / name, compress_level=1)
+    Image.fromarray(mask * np.uint8(255)).save(staging / "Masks" / name, compress_level=1)
+
+
+def generation_processes() -> int:
+    """Processes that draw a set: the cores this process may use (each sample is independent)."""
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+               else os.cpu_count() or 1)
+
+
 def _generate(root: Path, num_images: int, seed: int, style: str, progress: bool) -> None:
     look = _look(style)
-    sample = synthetic_sample if style == "course" else functools.partial(synthetic_sample, style=style)
+    processes = min(generation_processes(), num_images)
     with staged_folder(root) as staging:
         for kind in look.types:
             (staging / "Images" / str(kind)).mkdir(parents=True)
             (staging / "Masks" / str(kind)).mkdir(parents=True)
-        for index in tqdm(range(num_images), desc=f"Generating synthetic nails ({style})",
-                          unit="img", disable=not progress):
-            kind, image, mask = sample(seed, index)
-            name = f"{kind}/{index:05d}.png"
-            Image.fromarray(image).save(staging / "Images" / name, compress_level=1)
-            Image.fromarray(mask * np.uint8(255)).save(staging / "Masks" / name, compress_level=1)
+        write = functools.partial(_write_sample, staging, seed, style)
+        description = f"Generating synthetic nails ({style}, {processes} processes)"
+        if processes == 1:
+            for index in progress_bar(range(num_images), description, enabled=progress):
+                write(index)
+        else:  # spawned workers: no state inherited from a kernel that may hold CUDA or threads
+            with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
+                done = pool.map(write, range(num_images), chunksize=4)
+                for _ in progress_bar(done, description, total=num_images, enabled=progress):
+                    pass
         manifest = _manifest(num_images, seed, style)
         (staging / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")
 

@@ -14,7 +14,7 @@ from pytorch_lightning.loggers import CSVLogger
 
 from nailseg_common.paths import runs_dir
 from nailseg_common.profiles import Profile
-from nailseg_common.progress import EpochProgressBar, quiet_lightning
+from nailseg_common.progress_lines import ProgressLines, quiet_lightning
 
 
 class EpochClock(Callback):
@@ -39,8 +39,8 @@ def make_trainer(profile: Profile, run_name: str, **overrides) -> pl.Trainer:
     if profile.accelerator == "gpu":
         torch.set_float32_matmul_precision("high")  # TF32 for the float32 parts
     callbacks = [EpochClock(), *overrides.pop("callbacks", [])]
-    if overrides.get("enable_progress_bar", True):
-        callbacks.append(EpochProgressBar())
+    if overrides.pop("enable_progress_bar", True):
+        callbacks.append(ProgressLines())
     if overrides.get("enable_checkpointing", True):
         callbacks.insert(0, ModelCheckpoint(monitor="val_dice", mode="max", save_last=True,
                                             filename="best-{epoch}-{val_dice:.3f}"))
@@ -53,7 +53,7 @@ def make_trainer(profile: Profile, run_name: str, **overrides) -> pl.Trainer:
         "limit_val_batches": profile.max_valid_batches or 1.0,
         "default_root_dir": runs_dir() / profile.name / run_name, "logger": logger,
         "log_every_n_steps": 1,  # only epoch metrics are logged; avoids the "few batches" hint
-        "num_sanity_val_steps": 0, "enable_model_summary": False,
+        "num_sanity_val_steps": 0, "enable_model_summary": False, "enable_progress_bar": False,
         "benchmark": profile.accelerator == "gpu",  # fixed input size: let cuDNN pick kernels
     }
     options.update(overrides)

@@ -44,9 +44,9 @@
 # > synthetic set larger.
 
 # %% tags=["parameters"]
-profile = ""       # "smoke", "cpu" or "gpu"; "" = $NAILSEG_PROFILE, else chosen from the hardware
-data_root = ""     # your own photos (Images/<type>/, Masks/<type>/); "" = the synthetic set
-num_images = None  # size of the synthetic set (None = the profile's value; ignored with data_root)
+profile = ""       # smoke, cpu or gpu; empty: $NAILSEG_PROFILE, else chosen from the hardware
+data_root = ""     # your own photos (Images/<type>/, Masks/<type>/); empty: the synthetic set
+num_images = None  # size of the synthetic set (None: the profile's value; ignored with data_root)
 seed = 0           # seed of the train/valid split
 
 # %%

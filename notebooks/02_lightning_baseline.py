@@ -52,18 +52,18 @@
 # value, and the cell after it prints what was chosen.
 
 # %% tags=["parameters"]
-profile = ""            # "smoke", "cpu" or "gpu"; "" = $NAILSEG_PROFILE, else chosen from the hardware
-data_root = ""          # your own photos (Images/<type>/, Masks/<type>/); "" = the synthetic set
+profile = ""            # smoke, cpu or gpu; empty: $NAILSEG_PROFILE, else chosen from the hardware
+data_root = ""          # your own photos (Images/<type>/, Masks/<type>/); empty: the synthetic set
 num_images = None       # size of the synthetic set (ignored with data_root)
 image_size = None       # side of the square images the model sees
 batch_size = None
 max_steps = None        # optimizer steps of the training (its length, whatever the data's size)
-encoder = None          # smp encoder name, e.g. "resnet18", "resnet34"
+encoder = None          # smp encoder name, e.g. resnet18, resnet34
 lr = None               # peak learning rate of AdamW's cosine schedule
 num_workers = None      # DataLoader worker processes for Albumentations
-precision = None        # Lightning precision, e.g. "32-true", "bf16-mixed"
-accelerator = None      # "cpu" or "gpu"
-max_train_batches = None  # cap per epoch (0 = the whole set)
+precision = None        # Lightning precision, e.g. 32-true, bf16-mixed
+accelerator = None      # cpu or gpu
+max_train_batches = None  # cap per epoch (0: the whole set)
 max_valid_batches = None
 
 # %%
@@ -564,7 +564,7 @@ from pytorch_lightning.loggers import CSVLogger
 
 from nailseg_common.paths import runs_dir
 from nailseg_common.profiles import Profile
-from nailseg_common.progress import EpochProgressBar, quiet_lightning
+from nailseg_common.progress_lines import ProgressLines, quiet_lightning
 
 
 class EpochClock(Callback):
@@ -589,8 +589,8 @@ def make_trainer(profile: Profile, run_name: str, **overrides) -> pl.Trainer:
     if profile.accelerator == "gpu":
         torch.set_float32_matmul_precision("high")  # TF32 for the float32 parts
     callbacks = [EpochClock(), *overrides.pop("callbacks", [])]
-    if overrides.get("enable_progress_bar", True):
-        callbacks.append(EpochProgressBar())
+    if overrides.pop("enable_progress_bar", True):
+        callbacks.append(ProgressLines())
     if overrides.get("enable_checkpointing", True):
         callbacks.insert(0, ModelCheckpoint(monitor="val_dice", mode="max", save_last=True,
                                             filename="best-{epoch}-{val_dice:.3f}"))
@@ -603,7 +603,7 @@ def make_trainer(profile: Profile, run_name: str, **overrides) -> pl.Trainer:
         "limit_val_batches": profile.max_valid_batches or 1.0,
         "default_root_dir": runs_dir() / profile.name / run_name, "logger": logger,
         "log_every_n_steps": 1,  # only epoch metrics are logged; avoids the "few batches" hint
-        "num_sanity_val_steps": 0, "enable_model_summary": False,
+        "num_sanity_val_steps": 0, "enable_model_summary": False, "enable_progress_bar": False,
         "benchmark": profile.accelerator == "gpu",  # fixed input size: let cuDNN pick kernels
     }
     options.update(overrides)
@@ -704,8 +704,8 @@ trainer = make_trainer(cfg, "02_lightning_baseline", callbacks=[timer])
 # %% [markdown]
 # ## Training
 #
-# `trainer.fit` runs the epochs with one progress line each; validation runs after each
-# epoch and its Dice and IoU appear at the end of the line.
+# `trainer.fit` runs the steps and prints about ten lines on the way (`ProgressLines`: step,
+# epoch, seconds, training loss and the last validation Dice and IoU).
 
 # %%
 start = time.perf_counter()

@@ -52,8 +52,8 @@
 # numbers at the end come from `make bench` on an H100.
 
 # %% tags=["parameters"]
-profile = ""            # "smoke", "cpu" or "gpu"; "" = $NAILSEG_PROFILE, else chosen from the hardware
-data_root = ""          # your own photos (Images/<type>/, Masks/<type>/); "" = the synthetic set
+profile = ""            # smoke, cpu or gpu; empty: $NAILSEG_PROFILE, else chosen from the hardware
+data_root = ""          # your own photos (Images/<type>/, Masks/<type>/); empty: the synthetic set
 num_images = None       # size of the synthetic set (ignored with data_root)
 image_size = None       # side of the square images the model sees
 batch_size = None
@@ -62,9 +62,9 @@ compare_epochs = None   # epochs of the speed-only Albumentations run
 encoder = None          # smp encoder name
 lr = None               # peak learning rate
 num_workers = None      # CPU workers (Albumentations, PNG decoding)
-precision = None        # Lightning precision, e.g. "32-true", "bf16-mixed"
-accelerator = None      # "cpu" or "gpu"
-max_train_batches = None  # cap per epoch (0 = the whole set)
+precision = None        # Lightning precision, e.g. 32-true, bf16-mixed
+accelerator = None      # cpu or gpu
+max_train_batches = None  # cap per epoch (0: the whole set)
 max_valid_batches = None
 bench_steps = None      # batches per timed window
 bench_repeats = None    # timed windows per measurement

@@ -60,19 +60,19 @@
 # value, and the cell after it prints what was chosen.
 
 # %% tags=["parameters"]
-profile = ""            # "smoke", "cpu" or "gpu"; "" = $NAILSEG_PROFILE, else chosen from the hardware
-data_root = ""          # your own photos (Images/<type>/, Masks/<type>/); "" = the synthetic set
+profile = ""            # smoke, cpu or gpu; empty: $NAILSEG_PROFILE, else chosen from the hardware
+data_root = ""          # your own photos (Images/<type>/, Masks/<type>/); empty: the synthetic set
 num_images = None       # size of the synthetic set (ignored with data_root)
 image_size = None       # side of the square images the model sees
 batch_size = None
 max_steps = None        # optimizer steps of the DALI training run
-encoder = None          # smp encoder name, e.g. "resnet18", "resnet34"
+encoder = None          # smp encoder name, e.g. resnet18, resnet34
 lr = None               # peak learning rate of AdamW's cosine schedule
-precision = None        # Lightning precision, e.g. "32-true", "bf16-mixed"
-accelerator = None      # "cpu" or "gpu": also where DALI runs its pixel operators
+precision = None        # Lightning precision, e.g. 32-true, bf16-mixed
+accelerator = None      # cpu or gpu: also where DALI runs its pixel operators
 num_workers = None      # DataLoader workers of the Albumentations speed comparison
 compare_epochs = None   # epochs of the Albumentations speed comparison
-max_train_batches = None  # cap per epoch (0 = the whole set)
+max_train_batches = None  # cap per epoch (0: the whole set)
 max_valid_batches = None
 
 # %%

@@ -55,20 +55,20 @@
 # > minutes on an H100; its file records the wall time).
 
 # %% tags=["parameters"]
-profile = ""          # "smoke", "cpu" or "gpu"; "" = $NAILSEG_PROFILE, else chosen from the hardware
-data_root = ""        # a real dataset (Images/1..4, Masks/1..4); "" = the synthetic set
+profile = ""          # smoke, cpu or gpu; empty: $NAILSEG_PROFILE, else chosen from the hardware
+data_root = ""        # a real dataset (Images/1..4, Masks/1..4); empty: the synthetic set
 num_images = None     # size of the synthetic set (ignored with data_root)
 image_size = None     # side of the square images the model sees
 batch_size = None
-encoder = None        # smp encoder name, e.g. "resnet18", "resnet34"
+encoder = None        # smp encoder name, e.g. resnet18, resnet34
 lr = None             # AdamW's learning rate (the step's cost does not depend on it)
 num_workers = None    # DataLoader workers of the PNG loaders feeding Kornia (the cache uses at most 2)
-precision = None      # Lightning precision, e.g. "32-true", "bf16-mixed"
-accelerator = None    # "cpu" or "gpu"
+precision = None      # Lightning precision, e.g. 32-true, bf16-mixed
+accelerator = None    # cpu or gpu
 bench_steps = None    # batches per timing window
 bench_repeats = None  # timing windows per measurement
 run_live = True       # run the whole benchmark on this machine now
-workers = None        # Albumentations worker counts to try, e.g. [2, 4]; None = the profile's
+workers = None        # Albumentations worker counts to try, e.g. [2, 4]; None: the profile's
 reference = "results/benchmark_h100.json"  # committed GPU results, relative to the repository
 
 # %%

@@ -61,11 +61,11 @@
 # value.
 
 # %% tags=["parameters"]
-profile = ""            # "smoke", "cpu" or "gpu"; "" = $NAILSEG_PROFILE, else chosen from the hardware
+profile = ""            # smoke, cpu or gpu; empty: $NAILSEG_PROFILE, else chosen from the hardware
 data_root = ""          # your photos: Images/<type>/ + Masks/<type>/, or flat images/ + masks/
-checkpoint = ""         # the synthetic-pretrained checkpoint; "" = the newest of notebook 02 or 04
+checkpoint = ""         # the synthetic-pretrained checkpoint; empty: the newest of notebook 02 or 04
 try_imagenet = True     # also fine-tune from ImageNet weights (needs a download, once)
-num_images = None       # photos in the stand-in used without data_root; None = half the
+num_images = None       # photos in the stand-in used without data_root; None: half the
                         # profile's synthetic set, at most 60
 image_size = None       # side of the square images the model sees
 batch_size = None
@@ -73,9 +73,9 @@ max_steps = None        # optimizer steps of each fine-tuning run (the same for 
 encoder = None          # smp encoder name; a found checkpoint's encoder wins
 lr = None               # peak learning rate of AdamW's cosine schedule
 num_workers = None      # DataLoader worker processes for Albumentations
-precision = None        # Lightning precision, e.g. "32-true", "bf16-mixed"
-accelerator = None      # "cpu" or "gpu"
-max_train_batches = None  # cap per epoch (0 = the whole set)
+precision = None        # Lightning precision, e.g. 32-true, bf16-mixed
+accelerator = None      # cpu or gpu
+max_train_batches = None  # cap per epoch (0: the whole set)
 max_valid_batches = None  # cap of the validation that picks each run's best checkpoint
 
 # %% [markdown]

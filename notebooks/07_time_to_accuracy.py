@@ -64,22 +64,22 @@
 # value or the notebook's GPU choice.
 
 # %% tags=["parameters"]
-profile = ""              # "smoke", "cpu" or "gpu"; "" = $NAILSEG_PROFILE, else chosen from the hardware
+profile = ""              # smoke, cpu or gpu; empty: $NAILSEG_PROFILE, else chosen from the hardware
 data_root = ""            # a real dataset instead of the synthetic set
 num_images = None         # size of the synthetic set (ignored with data_root)
 image_size = None         # side of the square images the model sees
 encoder = None            # smp encoder name
-precision = None          # Lightning precision, e.g. "32-true", "bf16-mixed"
-accelerator = None        # "cpu" or "gpu"
+precision = None          # Lightning precision, e.g. 32-true, bf16-mixed
+accelerator = None        # cpu or gpu
 num_workers = None        # DataLoader workers of the Albumentations pipeline
 batch_size = None         # the course's batch: the step we start from
 lr = None                 # the course's learning rate (the step's cost does not depend on it)
-fast_batch_size = None    # the batch of the faster step; None = 64 on a GPU, else the profile's
-fast_lr = None            # peak learning rate of the faster recipe; None = 2e-3 on a GPU
-warmup_steps = None       # linear warm-up steps before the cosine decay; None = 50 on a GPU
-compile_model = None      # torch.compile the U-Net; None = on a GPU only
-schedules = None          # step budgets of the timed runs, longest first; None = [1500, 1000] on a GPU
-val_every_n_epochs = None  # validate every n epochs of the timed runs; None = 3 on a GPU
+fast_batch_size = None    # the batch of the faster step; None: 64 on a GPU, else the profile's
+fast_lr = None            # peak learning rate of the faster recipe; None: 2e-3 on a GPU
+warmup_steps = None       # linear warm-up steps before the cosine decay; None: 50 on a GPU
+compile_model = None      # torch.compile the U-Net; None: on a GPU only
+schedules = None          # step budgets of the timed runs, longest first; None: [1500, 1000] on a GPU
+val_every_n_epochs = None  # validate every n epochs of the timed runs; None: 3 on a GPU
 target_iou = 0.85         # the quality to reach: hard IoU on the validation set
 time_budget_s = 60.0      # the target time on one H100, fit only (compilation apart)
 bench_steps = None        # batches per timing window

@@ -70,24 +70,24 @@
 # value or the notebook's GPU choice.
 
 # %% tags=["parameters"]
-profile = ""              # "smoke", "cpu" or "gpu"; "" = $NAILSEG_PROFILE, else chosen from the hardware
+profile = ""              # smoke, cpu or gpu; empty: $NAILSEG_PROFILE, else chosen from the hardware
 data_root = ""            # a real dataset instead of the synthetic set
 num_images = None         # size of the synthetic set (ignored with data_root)
 image_size = None         # side of the square images the model sees
 encoder = None            # smp encoder name
-precision = None          # Lightning precision, e.g. "32-true", "bf16-mixed"
-accelerator = None        # "cpu" or "gpu"
-batch_size = None         # per device; None = 60 on a GPU (960 training images: full batches on 1 and 2 GPUs), else the profile's
-lr = None                 # peak learning rate on one device; None = 2e-3 on a GPU, else the profile's
-lr_scaling = "sqrt"       # peak lr on N devices: "sqrt" (× √N), "linear" (× N) or "none"
-warmup_steps = None       # warm-up steps on one device (N devices: ceil(÷ N)); None = 50 on a GPU, else 0
-max_steps = None          # steps on one device; None = 1000 on a GPU
+precision = None          # Lightning precision, e.g. 32-true, bf16-mixed
+accelerator = None        # cpu or gpu
+batch_size = None         # per device; None: 60 on a GPU (960 training images: full batches on 1 and 2 GPUs), else the profile's
+lr = None                 # peak learning rate on one device; None: 2e-3 on a GPU, else the profile's
+lr_scaling = "sqrt"       # peak lr on N devices: sqrt (× √N), linear (× N) or none
+warmup_steps = None       # warm-up steps on one device (N devices: ceil(÷ N)); None: 50 on a GPU, else 0
+max_steps = None          # steps on one device; None: 1000 on a GPU
 many_epochs = 1.6         # epochs of the N-device run, × one device's: ceil(max_steps × many_epochs ÷ N) steps
 target_iou = 0.85         # the quality to reach: hard IoU on the validation set
-val_every_n_epochs = None  # validate every n epochs; None = 3 on a GPU, else 1
-compile_model = None      # torch.compile the U-Net; None = on a GPU only
-profile_epoch = None      # the epoch whose steps are profiled in both runs; None = 3 on a GPU, else 1
-devices = None            # devices of the multi-device runs; None = every visible GPU, 2 CPU processes without one
+val_every_n_epochs = None  # validate every n epochs; None: 3 on a GPU, else 1
+compile_model = None      # torch.compile the U-Net; None: on a GPU only
+profile_epoch = None      # the epoch whose steps are profiled in both runs; None: 3 on a GPU, else 1
+devices = None            # devices of the multi-device runs; None: every visible GPU, 2 CPU processes without one
 speedup_target = 1.85     # images/s on N devices ÷ on one that counts as scaling well
 reference = "results/two_gpus_h200x2.json"  # this notebook's committed results of a run on two H200s
 

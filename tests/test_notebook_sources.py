@@ -54,11 +54,35 @@ def test_common_opening_and_closing(notebook):
     assert notebook.cells[0].cell_type == "markdown" and text[0].startswith("# ")
     assert "What you'll learn" in text[0]
     assert "profile =" in parameters_cell(notebook).source
-    assert any("environment_report(" in t for t in text)
-    assert any("ensure_prepared(" in t for t in text)
+    setup = [c.source for c in code_cells(notebook) if "start(" in c.source]
+    assert setup and "from nailseg_common.course import start" in setup[0], \
+        "one set-up call, `cfg, data = start(profile, data_root, ...)`, after the parameters"
     assert any("## Summary" in t for t in text)
     assert any("## Exercises" in t for t in text)
     assert not any("sys.path" in t for t in text), "import the installed package, no sys.path"
+
+
+def test_papermill_reads_every_parameter(notebook, capsys):
+    """papermill parses each line (a quote in a comment makes it skip the line, and then
+    refuse the parameter as unknown)."""
+    from papermill.translators import PythonTranslator
+
+    source = parameters_cell(notebook).source
+    names = [p.name for p in PythonTranslator.inspect({"source": source})]
+    assignments = [line for line in source.splitlines() if line.strip()
+                   and not line.strip().startswith("#")]
+    assert len(names) == len(assignments), capsys.readouterr()
+
+
+MAX_CODE_LINES, MAX_CELL_LINES = 400, 45
+
+
+def test_read_in_one_sitting(notebook):
+    """About 350 code lines a notebook and cells that fit on a screen (non-blank lines)."""
+    lengths = [sum(1 for line in c.source.splitlines() if line.strip())
+               for c in code_cells(notebook)]
+    assert sum(lengths) <= MAX_CODE_LINES and max(lengths) <= MAX_CELL_LINES, \
+        f"{sum(lengths)} code lines (at most {MAX_CODE_LINES}), longest cell {max(lengths)}"
 
 
 def test_blog_metadata(notebook):
@@ -88,7 +112,7 @@ def test_every_parameter_is_used_and_every_profile_field_used_is_a_parameter(not
     used = {n.id for n in ast.walk(rest) if isinstance(n, ast.Name)}
     assert offered <= used, f"parameters the notebook ignores: {sorted(offered - used)}"
     passed = {k.arg for n in ast.walk(rest) if isinstance(n, ast.Call)
-              and getattr(n.func, "id", "") == "select_profile" for k in n.keywords}
+              and getattr(n.func, "id", "") == "start" for k in n.keywords}
     assert {p for p in offered if p in PROFILE_FIELDS} <= passed
     read = {n.attr for n in ast.walk(rest) if isinstance(n, ast.Attribute)
             and getattr(n.value, "id", "") == "cfg" and n.attr in PROFILE_FIELDS}

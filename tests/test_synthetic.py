@@ -117,17 +117,29 @@ def test_ensure_replaces_a_half_written_set(tmp_path):
 def test_interrupted_generation_leaves_nothing(tmp_path, monkeypatch):
     calls = []
 
-    def broken(seed, index):
+    def broken(seed, index, style="course"):
         calls.append(index)
         if index == 2:
             raise KeyboardInterrupt
-        return synthetic_sample(seed, index)
+        return synthetic_sample(seed, index, style=style)
 
     monkeypatch.setattr(synthetic, "synthetic_sample", broken)
+    monkeypatch.setattr(synthetic, "generation_processes", lambda: 1)
     with pytest.raises(KeyboardInterrupt):
         generate_synthetic_dataset(tmp_path / "set", 6, progress=False)
     assert calls == [0, 1, 2]
     assert [p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")] == []
+
+
+def test_parallel_generation_writes_the_same_files(tmp_path, monkeypatch):
+    """Samples drawn in several processes are the ones one process draws, byte for byte."""
+    generate_synthetic_dataset(tmp_path / "parallel", 6, progress=False)
+    monkeypatch.setattr(synthetic, "generation_processes", lambda: 1)
+    generate_synthetic_dataset(tmp_path / "serial", 6, progress=False)
+    files = sorted(p.relative_to(tmp_path / "serial") for p in (tmp_path / "serial").rglob("*.png"))
+    assert len(files) == 12
+    for name in files:
+        assert (tmp_path / "parallel" / name).read_bytes() == (tmp_path / "serial" / name).read_bytes()
 
 
 def test_at_least_one_image_is_required(tmp_path):
