@@ -163,8 +163,7 @@ def _decode(path: str | os.PathLike, what: str) -> tuple[Image.Image, str | None
 
 def exif_orientation(path: str | os.PathLike, what: str = "Image") -> int:
     """The EXIF Orientation tag of the file at ``path``: 1 (as stored) when it has none."""
-    image = _open(path, what)
-    with _reading(path, what):
+    with _open(path, what) as image, _reading(path, what):
         return int(image.getexif().get(ORIENTATION, 1))
 
 
