@@ -34,8 +34,9 @@ Masks become ``HxW uint8`` in {0, 1} (the rule, also in the README):
    mask has lost its nail to the compression and is refused, as is anything in between.
 
 Refused, naming the file and the fix (:class:`DataError`): a mask that looks like a photo
-(see :data:`PHOTO_SHARE`), one that is nail everywhere, and any values the rule above does not cover. A mask
-with no nail pixel is returned: a photo without nails is valid, and preparation reports it.
+(see :data:`PHOTO_SHARE`), one that is nail everywhere, and any values the rule above does
+not cover. A mask with no nail pixel is returned: a photo without nails is valid, and
+preparation reports it.
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ def _open(path: str | os.PathLike, what: str) -> Image.Image:
     if limit and image.width * image.height > limit:
         warnings.warn(f"{what} {_name(path)!r} has {image.width * image.height / 1e6:.0f} "
                       "megapixels: reading it takes a lot of memory and time. "
-                      + DOWNSCALE_HELP.replace("FILE", _name(path)), stacklevel=3)
+                      + DOWNSCALE_HELP.replace("FILE", _name(path)))  # once per file
     return image
 
 

@@ -73,13 +73,14 @@ def unwritable(error: OSError, folder: Path) -> str:
     elsewhere = (f"or set NAILSEG_DATA_DIR to a folder you can write (it is {data_dir()}), "
                  "then run again: nothing half-written was kept")
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
-        return f"No space left on the disk of {folder} (writing {where}): free some space, {elsewhere}."
+        return (f"No space left on the disk of {folder} (writing {where}): free some space, "
+                f"{elsewhere}.")
     if error.errno in (errno.ENOTDIR, errno.EEXIST):
         blocker = next((p for p in (where, *where.parents) if p.exists() and not p.is_dir()), where)
         return (f"{blocker} is a file, but the course needs a folder there: move the file away, "
                 f"{elsewhere}.")
     if error.errno == errno.EROFS:
-        return f"Cannot write to {where}: the file system is read-only. Copy the course elsewhere, {elsewhere}."
+        return f"Cannot write to {where}: the file system is read-only. Copy the data {elsewhere}."
     if isinstance(error, PermissionError):
         return (f"Cannot write to {where}: permission denied (a read-only folder, or one without "
                 "execute permission). Give your user access (chmod u+rwx on that folder), "
