@@ -14,10 +14,17 @@ What is found is said, and what is doubtful refused: ``Images`` and ``Masks`` ar
 any letter case (``images/``, ``IMAGES/``; two of them is an error), their sub-folders are
 types (a warning names them unless they are numbers), files directly in them (the flat
 layout) are one type, :data:`FLAT_TYPE`, and both at once is an error; every file is turned
-as its EXIF orientation says (:mod:`~nailseg_common.images`); folders named like a split
-(``train``, ``val``...) are refused, names match whatever their Unicode normalisation
-(NFC or NFD), and masks with no nail pixel are kept as photos without nails but named
-in a warning, unless they are most of the set, which is refused.
+as its EXIF orientation says (:mod:`~nailseg_common.images`), and a pair whose tags differ
+is named in a warning; folders named like a split (``train``, ``val``...) are refused,
+names match whatever their Unicode normalisation (NFC or NFD), and names that are not
+UTF-8 are refused; masks with no nail pixel are kept as photos without nails but named
+in a warning, unless they are most of the set, which is refused; masks with void pixels
+are named in a warning, and masks far more nail than the set's are refused (inverted).
+A type folder named ``None`` or ``NA`` stays that text in the CSVs and in :func:`read_split`.
+
+Every error, the data folder's too (read-only, a file, a full disk), is a
+:class:`~nailseg_common.images.DataError` naming the file or folder and the fix; the
+command line prints it alone, as ``error: ...``, and exits with status 1.
 
 Command line (``make data``)::
 
