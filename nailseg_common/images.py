@@ -163,9 +163,14 @@ def _decode(path: str | os.PathLike, what: str) -> tuple[Image.Image, str | None
 
 
 def exif_orientation(path: str | os.PathLike, what: str = "Image") -> int:
-    """The EXIF Orientation tag of the file at ``path``: 1 (as stored) when it has none."""
+    """The EXIF Orientation tag of the file at ``path``: 1 (as stored) when it has none.
+
+    Read from the header without decoding the pixels (a PNG's eXIf chunk, which the PNG
+    specification puts before them)."""
     with _open(path, what) as image, _reading(path, what):
-        return int(image.getexif().get(ORIENTATION, 1))
+        exif = Image.Exif()
+        exif.load(image.info.get("exif", b""))
+        return int(exif.get(ORIENTATION, 1))
 
 
 def _to_8bit(image: Image.Image) -> np.ndarray:
