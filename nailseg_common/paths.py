@@ -5,11 +5,13 @@
 course uses a synthetic set it generates under ``NAILSEG_DATA_DIR`` (default: the
 repository's ``data/`` folder). A real dataset's prepared files go to
 ``prepared/<folder name>-<8 hex digits of its full path>``, so ``/a/nails`` and
-``/b/nails`` never share (and overwrite) one prepared folder.
+``/b/nails`` never share (and overwrite) one prepared folder. :func:`unwritable` says
+what to do when the data folder cannot be written (read-only, a file, a full disk).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 from dataclasses import dataclass
@@ -53,7 +55,7 @@ def data_location(num_synthetic_images: int, data_root: str | os.PathLike | None
     root = data_root or os.environ.get("NAILSEG_DATA_ROOT")
     if root:
         raw = Path(root).expanduser().resolve()
-        key = hashlib.sha256(str(raw).encode()).hexdigest()[:8]
+        key = hashlib.sha256(os.fsencode(raw)).hexdigest()[:8]  # any name, UTF-8 or not
         return DataLocation(raw=raw, prepared=data_dir() / "prepared" / f"{raw.name}-{key}",
                             synthetic=False)
     name = f"synthetic-{num_synthetic_images}"
@@ -63,3 +65,24 @@ def data_location(num_synthetic_images: int, data_root: str | os.PathLike | None
 def runs_dir() -> Path:
     """Where training logs and checkpoints go (``NAILSEG_RUNS_DIR``, default ``runs/``)."""
     return Path(os.environ.get("NAILSEG_RUNS_DIR", REPO_ROOT / "runs")).resolve()
+
+
+def unwritable(error: OSError, folder: Path) -> str:
+    """What went wrong, and what to do, when writing ``folder`` (in the data folder) failed."""
+    where = Path(os.fsdecode(error.filename)) if error.filename else folder
+    elsewhere = (f"or set NAILSEG_DATA_DIR to a folder you can write (it is {data_dir()}), "
+                 "then run again: nothing half-written was kept")
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (f"No space left on the disk of {folder} (writing {where}): free some space, "
+                f"{elsewhere}.")
+    if error.errno in (errno.ENOTDIR, errno.EEXIST):
+        blocker = next((p for p in (where, *where.parents) if p.exists() and not p.is_dir()), where)
+        return (f"{blocker} is a file, but the course needs a folder there: move the file away, "
+                f"{elsewhere}.")
+    if error.errno == errno.EROFS:
+        return f"Cannot write to {where}: the file system is read-only. Copy the data {elsewhere}."
+    if isinstance(error, PermissionError):
+        return (f"Cannot write to {where}: permission denied (a read-only folder, or one without "
+                "execute permission). Give your user access (chmod u+rwx on that folder), "
+                f"{elsewhere}.")
+    return f"Cannot write to {where} ({error.strerror or error}): {elsewhere}."

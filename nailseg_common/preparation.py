@@ -14,10 +14,17 @@ What is found is said, and what is doubtful refused: ``Images`` and ``Masks`` ar
 any letter case (``images/``, ``IMAGES/``; two of them is an error), their sub-folders are
 types (a warning names them unless they are numbers), files directly in them (the flat
 layout) are one type, :data:`FLAT_TYPE`, and both at once is an error; every file is turned
-as its EXIF orientation says (:mod:`~nailseg_common.images`); folders named like a split
-(``train``, ``val``...) are refused, names match whatever their Unicode normalisation
-(NFC or NFD), and masks with no nail pixel are kept as photos without nails but named
-in a warning, unless they are most of the set, which is refused.
+as its EXIF orientation says (:mod:`~nailseg_common.images`), and a pair whose tags differ
+is named in a warning; folders named like a split (``train``, ``val``...) are refused,
+names match whatever their Unicode normalisation (NFC or NFD), and names that are not
+UTF-8 are refused; masks with no nail pixel are kept as photos without nails but named
+in a warning, unless they are most of the set, which is refused; masks with void pixels
+are named in a warning, and masks far more nail than the set's are refused (inverted).
+A type folder named ``None`` or ``NA`` stays that text in the CSVs and in :func:`read_split`.
+
+Every error, the data folder's too (read-only, a file, a full disk), is a
+:class:`~nailseg_common.images.DataError` naming the file or folder and the fix; the
+command line prints it alone, as ``error: ...``, and exits with status 1.
 
 Command line (``make data``)::
 
@@ -27,13 +34,17 @@ Command line (``make data``)::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import hashlib
 import json
+import numbers
 import os
 import re
 import unicodedata
 import warnings
+import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,15 +52,16 @@ import numpy as np
 import pandas as pd
 
 from .atomic import folder_lock, staged_folder, stale_staging
-from .images import DataError, read_binary_mask, read_rgb
+from .images import VOID, DataError, exif_orientation, read_mask, read_rgb
 from .integrity import file_records, verify_records
-from .paths import DataLocation, data_location
+from .paths import DataLocation, data_location, unwritable
 from .profiles import Profile, select_profile
 from .progress import progress as progress_bar
 from .synthetic import ensure_synthetic_dataset
 
-PREPARATION_VERSION = 3
-"""Bumped when the same inputs would be prepared differently (3: EXIF orientation applied)."""
+PREPARATION_VERSION = 4
+"""Bumped when the same inputs would be prepared differently (3: EXIF orientation applied;
+4: the mask rule of :mod:`~nailseg_common.images` reads labels, palettes and cut-outs)."""
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 COLUMNS = ["image", "mask", "type", "npy_image", "npy_mask"]
 SPLITS = ("train", "valid")
@@ -61,6 +73,10 @@ FLAT_TYPE = "1"
 """The type of every pair in the flat layout (files directly in Images/ and Masks/)."""
 MAX_EMPTY_SHARE = 0.5
 """More masks without any nail pixel than this share of the set is refused."""
+MAX_NAIL_SHARE = 0.5
+NAIL_SHARE_FACTOR = 3
+"""A mask more than :data:`MAX_NAIL_SHARE` nail and over this many times the set's median
+nail share is refused: an inverted mask, far outside the set's own."""
 LAYOUT_HELP = ("Put the real dataset there as Images/<type>/<name>.png|.jpg with masks of the "
                "same names in Masks/<type>/ (types 1..4), or all files directly in Images/ "
                "and Masks/ (one type), or leave data_root and "
@@ -85,6 +101,20 @@ def _listing(paths: list[str]) -> str:
     return f"\n  {shown}{more}"
 
 
+def _shown(path: Path) -> str:
+    """``path`` as printable text, whatever bytes its name has (``\\x82`` for a byte that is
+    not UTF-8)."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def _is_utf8(path: Path) -> bool:
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:  # a byte that is not UTF-8, kept by Python as a surrogate
+        return False
+    return True
+
+
 def _key(name: str) -> str:
     """``name`` in Unicode NFC, so that a name copied from macOS (NFD) matches its partner."""
     return unicodedata.normalize("NFC", name)
@@ -97,6 +127,12 @@ def _entries(folder: Path, raw: Path) -> list[Path]:
     except PermissionError:
         raise DataError(f"Cannot list {folder}: permission denied. Give your user read access "
                         f"to the dataset (chmod -R u+rX {raw}).") from None
+    garbled = [_shown(e.relative_to(raw)) for e in entries if not _is_utf8(e)]
+    if garbled:
+        raise DataError(f"{len(garbled)} name(s) in {_shown(raw)} are not UTF-8 (as unzip writes "
+                        "the names of a zip made on Windows): rename them, e.g. convmv -f cp437 "
+                        f"-t utf-8 -r --notest {_shown(raw)}, or unzip the archive again with "
+                        "its code page (unzip -O cp437 ...):" + _listing(garbled))
     broken = [f"{e.relative_to(raw)} -> {os.readlink(e)}" for e in entries
               if e.is_symlink() and not e.exists()]
     if broken:
@@ -170,13 +206,23 @@ def find_pairs(raw: str | os.PathLike) -> list[Pair]:
     or the flat layout, files directly in ``Images/`` and ``Masks/``, taken as the one type
     :data:`FLAT_TYPE`. ``Images`` and ``Masks`` are found in any letter case.
 
-    Raises :class:`DataError` for a missing or empty root, two folders differing only in
+    Raises :class:`DataError` for a missing or empty root (a file or a zip archive named as
+    the root), names that are not UTF-8, two folders differing only in
     case (``images`` and ``Images``), files and sub-folders mixed in ``Images`` or ``Masks``
     (or one flat, the other not), unsupported files, broken links, type folders named like
     a split, folders inside type folders, and images without a mask or masks without an
     image (all of them listed).
     """
     raw = Path(raw)
+    if not _is_utf8(raw):
+        raise DataError(f"Data root {_shown(raw)} has a name that is not UTF-8: rename it "
+                        "(e.g. with convmv -f cp437 -t utf-8 --notest).")
+    if raw.is_file() and (zipfile.is_zipfile(raw) or raw.suffix.lower() == ".zip"):
+        raise DataError(f"Data root {raw} is a zip archive: unzip it first (unzip {raw} -d "
+                        f"{raw.with_suffix('')}), then use the folder that holds Images/ and "
+                        "Masks/ as the data root.")
+    if raw.is_file():
+        raise DataError(f"Data root {raw} is a file, not a folder. {LAYOUT_HELP}")
     if not raw.is_dir():
         raise DataError(f"Data root {raw} does not exist. {LAYOUT_HELP}")
     images_dir, masks_dir = _layout_folder(raw, "Images"), _layout_folder(raw, "Masks")
@@ -279,35 +325,50 @@ def _damage(prepared: Path, settings: dict) -> list[str] | None:
     return verify_records(prepared, files)
 
 
+def _orientations(turns: tuple[int, int]) -> str:
+    return " and ".join(f"{what} {t if t != 1 else 'none'}" for what, t in zip(("image", "mask"),
+                                                                              turns))
+
+
 def _convert(pairs: list[Pair], raw: Path, staging: Path,
              progress: bool) -> tuple[list[dict], list[str]]:
     """Write every pair as npy under ``staging/npy``; all problems are gathered, then raised.
 
-    Returns the CSV rows and the masks without any nail pixel (relative paths).
+    Returns the CSV rows and the masks without any nail pixel (relative paths). Warns
+    about pairs whose EXIF orientations differ and masks with void pixels; refuses masks
+    whose nail share is far above the set's (:data:`NAIL_SHARE_FACTOR`).
     """
-    rows, problems, empty = [], [], []
+    rows, problems, empty, void, one_sided, shares = [], [], [], [], [], {}
     for pair in progress_bar(pairs, "Converting to npy", enabled=progress):
         try:
             image = read_rgb(pair.image)
-            mask = read_binary_mask(pair.mask)
+            mask, void_pixels = read_mask(pair.mask)
+            turns = exif_orientation(pair.image), exif_orientation(pair.mask, "Mask")
         except DataError as error:
             problems.append(str(error))
             continue
+        exif = (f" Their EXIF orientations differ ({_orientations(turns)}): each file is "
+                "turned as its own tag says." if turns[0] != turns[1] else "")
         if image.shape[:2] != mask.shape:
             problems.append(
                 f"Size mismatch: image {pair.image} is {image.shape[1]}x{image.shape[0]} but "
-                f"mask {pair.mask} is {mask.shape[1]}x{mask.shape[0]} (width x height). "
+                f"mask {pair.mask} is {mask.shape[1]}x{mask.shape[0]} (width x height).{exif} "
                 "Re-export the mask at the image's size, or remove the pair.")
             continue
+        if exif:
+            one_sided.append(f"{pair.image} and {pair.mask} ({_orientations(turns)})")
+        relative_mask = pair.mask.relative_to(raw).as_posix()
+        shares[relative_mask] = float(mask.mean())
         if not mask.any():
-            empty.append(pair.mask.relative_to(raw).as_posix())
+            empty.append(relative_mask)
+        if void_pixels:
+            void.append(f"{relative_mask} ({void_pixels} pixel(s))")
         npy_image = Path("npy", "images", pair.type, f"{pair.name}.npy")
         npy_mask = Path("npy", "masks", pair.type, f"{pair.name}.npy")
         for relative, array in ((npy_image, image), (npy_mask, mask[:, :, None])):
             (staging / relative).parent.mkdir(parents=True, exist_ok=True)
             np.save(staging / relative, np.ascontiguousarray(array))
-        rows.append({"image": pair.image.relative_to(raw).as_posix(),
-                     "mask": pair.mask.relative_to(raw).as_posix(),
+        rows.append({"image": pair.image.relative_to(raw).as_posix(), "mask": relative_mask,
                      "type": pair.type, "npy_image": npy_image.as_posix(),
                      "npy_mask": npy_mask.as_posix()})
     if len(empty) > MAX_EMPTY_SHARE * len(pairs):
@@ -315,6 +376,14 @@ def _convert(pairs: list[Pair], raw: Path, staging: Path,
                         "likely masks whose nail was lost (a 0/1 mask saved as a low-quality "
                         "JPEG, a nail in a channel the course does not read) than photos "
                         "without nails. Re-export them as PNG, nail 255 on 0:" + _listing(empty))
+    typical = float(np.median(list(shares.values()))) if shares else 0.0
+    inverted = [f"{name} ({share:.0%} nail)" for name, share in shares.items()
+                if share > max(MAX_NAIL_SHARE, NAIL_SHARE_FACTOR * typical)]
+    if inverted:
+        problems.append(f"{len(inverted)} mask(s) are mostly nail, far from the set's "
+                        f"{typical:.0%} (median): inverted masks (nail dark on a light "
+                        "background)? Invert them (nail 255 on 0), or remove the pairs:"
+                        + _listing(inverted))
     if problems:
         raise DataError(f"{len(problems)} problem(s) in {raw}; nothing was written:\n"
                         + "\n".join(problems[:MAX_LISTED])
@@ -323,8 +392,35 @@ def _convert(pairs: list[Pair], raw: Path, staging: Path,
     if empty:
         warnings.warn(f"{len(empty)} mask(s) in {raw} have no nail pixel; they are kept as photos "
                       "without nails (if they should show nails, fix them and run again):"
-                      + _listing(empty), stacklevel=3)
+                      + _listing(empty), stacklevel=4)
+    if void:
+        warnings.warn(f"{len(void)} mask(s) in {raw} are label masks with void pixels ({VOID} "
+                      "beside labels 0 and one other, the VOC convention, or a stray pixel), "
+                      "read as background (if they should be nail, set them to the nail's "
+                      "value and run again):" + _listing(void), stacklevel=4)
+    if one_sided:
+        warnings.warn(f"The EXIF orientation of {len(one_sided)} pair(s) differs between image "
+                      "and mask: each file is turned as its own tag says, as a photo viewer "
+                      "shows it. If a mask was drawn on the photo as stored (unturned), they no "
+                      "longer line up: save the mask turned like its photo, or both without "
+                      "the tag:" + _listing(one_sided), stacklevel=4)
     return rows, empty
+
+
+def _check_seed(seed: int) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise DataError(f"seed must be a whole number >= 0 (it seeds the train/valid split and "
+                        f"the synthetic set), got {seed!r}: use 0, 1, 2...")
+
+
+@contextlib.contextmanager
+def _writing(folder: Path) -> Iterator[None]:
+    """Turn a failure to write ``folder`` (read-only, a file, a full disk) into a
+    :class:`DataError` saying what to do; staged folders are already gone by then."""
+    try:
+        yield
+    except OSError as error:
+        raise DataError(unwritable(error, folder)) from None
 
 
 def prepare_dataset(raw: str | os.PathLike, prepared: str | os.PathLike, *, seed: int = 0,
@@ -337,8 +433,17 @@ def prepare_dataset(raw: str | os.PathLike, prepared: str | os.PathLike, *, seed
     files, when one was deleted, truncated or replaced. Returns ``prepared``.
     """
     raw, prepared = Path(raw), Path(prepared)
+    _check_seed(seed)
     pairs = find_pairs(raw)
     settings = _settings(pairs, raw, seed, valid_fraction)
+    with _writing(prepared):
+        return _build(pairs, raw, prepared, settings, force, progress)
+
+
+def _build(pairs: list[Pair], raw: Path, prepared: Path, settings: dict, force: bool,
+           progress: bool) -> Path:
+    """Write ``prepared`` from ``pairs``, unless it holds the result for ``settings`` intact."""
+    seed, valid_fraction = settings["seed"], settings["valid_fraction"]
     if not force and _damage(prepared, settings) == [] and not stale_staging(prepared):
         return prepared
     with folder_lock(prepared):  # which also deletes stale staging folders
@@ -347,7 +452,7 @@ def prepare_dataset(raw: str | os.PathLike, prepared: str | os.PathLike, *, seed
             return prepared
         if damage:
             warnings.warn(f"Prepared folder {prepared} is damaged ({len(damage)} file(s)); "
-                          f"rebuilding it from {raw}:" + _listing(damage), stacklevel=2)
+                          f"rebuilding it from {raw}:" + _listing(damage), stacklevel=4)
         train, valid = split_pairs(pairs, valid_fraction, seed)
         split_of = {pair.image: split for split, members in (("train", train), ("valid", valid))
                     for pair in members}
@@ -377,9 +482,12 @@ def ensure_prepared(profile: Profile, data_root: str | os.PathLike | None = None
     ``NAILSEG_DATA_ROOT``), else the synthetic set of ``profile.num_images`` images,
     generated if needed. Idempotent: a second call with unchanged inputs changes nothing.
     """
+    _check_seed(seed)
     location = data_location(profile.num_images, data_root)
     if location.synthetic:
-        ensure_synthetic_dataset(location.raw, profile.num_images, seed=seed, progress=progress)
+        with _writing(location.raw):
+            ensure_synthetic_dataset(location.raw, profile.num_images, seed=seed,
+                                     progress=progress)
     prepare_dataset(location.raw, location.prepared, seed=seed, valid_fraction=valid_fraction,
                     progress=progress)
     return location
@@ -394,7 +502,7 @@ def read_split(location: DataLocation, split: str) -> pd.DataFrame:
     if not csv.is_file():
         raise DataError(f"{csv} does not exist: prepare the data first with "
                         "nailseg_common.preparation.ensure_prepared(profile) or `make data`.")
-    table = pd.read_csv(csv, dtype={"type": str})
+    table = pd.read_csv(csv, dtype=str, keep_default_na=False)  # types "None", "NA" stay text
     for column in ("image", "mask"):
         table[column] = [str(location.raw / p) for p in table[column]]
     for column in ("npy_image", "npy_mask"):

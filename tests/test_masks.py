@@ -1,12 +1,20 @@
 """Mask encodings: each documented one is read right, anything else is refused by name."""
 
+import io
 import re
 
 import numpy as np
 import pytest
-from PIL import Image
+from PIL import Image, ImageFilter
 
-from nailseg_common.images import DataError, read_binary_mask, read_rgb
+from nailseg_common.images import (
+    MASK_THRESHOLD,
+    DataError,
+    exif_orientation,
+    read_binary_mask,
+    read_mask,
+    read_rgb,
+)
 from nailseg_common.synthetic import synthetic_sample
 
 TRUTH = np.zeros((24, 32), np.uint8)
@@ -65,10 +73,11 @@ def test_class_masks_are_refused(tmp_path, fmt):
     assert "class mask" in message and "nail pixels 255 (or 1)" in message
 
 
-def test_dim_masks_are_refused(tmp_path):
-    path = _file(tmp_path, TRUTH * 100)
-    with pytest.raises(DataError, match=r"values 0, 100: neither a 0/255 nor a 0/1 mask"):
-        read_binary_mask(path)
+@pytest.mark.parametrize("background,nail", [(0, 100), (1, 2), (100, 200), (0, 64)])
+def test_two_level_masks_in_any_pair_of_levels(tmp_path, background, nail):
+    """A dim export (0/100) or a label pair (1/2): the higher level is nail, whatever it is."""
+    pixels = np.where(TRUTH == 1, nail, background).astype(np.uint8)
+    np.testing.assert_array_equal(read_binary_mask(_file(tmp_path, pixels)), TRUTH)
 
 
 @pytest.mark.parametrize("mode,pixels", [
@@ -125,3 +134,143 @@ def test_exif_oriented_jpeg_0_1_masks_stay_0_1_masks(tmp_path):
     path = _oriented(tmp_path, truth, 6, "JPEG", quality=75)
     assert np.asarray(Image.open(path)).max() >= 2
     assert np.mean(read_binary_mask(path) != truth) < 0.01
+
+
+# --- issue 23: every kind of mask read by the rule, nothing thresholded into something else ---
+
+RING = np.zeros_like(TRUTH)
+RING[4:16, 3:15] = 1
+RING[5:15, 4:14] = 0  # a one-pixel ring around the first nail, as VOC draws its void
+
+
+def test_a_stray_255_pixel_in_a_0_1_mask_is_void_not_the_nail(tmp_path):
+    pixels = TRUTH.copy()
+    pixels[0, 0] = 255
+    reading = read_mask(_file(tmp_path, pixels))
+    np.testing.assert_array_equal(reading.mask, TRUTH)
+    assert reading.void_pixels == 1
+
+
+def test_label_masks_with_a_void_ring_keep_their_nail(tmp_path):
+    pixels = np.where(RING == 1, 255, TRUTH).astype(np.uint8)
+    reading = read_mask(_file(tmp_path, pixels))
+    np.testing.assert_array_equal(reading.mask, TRUTH)
+    assert reading.void_pixels == RING.sum()
+
+
+def test_a_void_that_outweighs_its_label_is_refused(tmp_path):
+    """A 0/255 mask with a region of 1s: neither reading is safe, so neither is made."""
+    pixels = TRUTH * 255
+    pixels[6:9, 5:8] = 1
+    with pytest.raises(DataError, match=re.escape(str(tmp_path / "mask.png"))
+                       + r"' has values 0, 1, 255: more levels than a two-level mask"):
+        read_binary_mask(_file(tmp_path, pixels))
+
+
+def test_a_stray_low_pixel_in_a_0_255_mask_is_an_edge(tmp_path):
+    pixels = TRUTH * 255
+    pixels[0, 0] = 1
+    np.testing.assert_array_equal(read_binary_mask(_file(tmp_path, pixels)), TRUTH)
+
+
+@pytest.mark.parametrize("edit", ["feathered", "once a JPEG"])
+def test_soft_and_once_lossy_edges_of_lossless_masks_are_edges(tmp_path, edit):
+    _, _, truth = synthetic_sample(0, 1)
+    mask = Image.fromarray(truth * 255)
+    if edit == "feathered":
+        mask = mask.filter(ImageFilter.GaussianBlur(4))
+    else:
+        buffer = io.BytesIO()
+        mask.save(buffer, format="JPEG", quality=60)
+        mask = Image.open(buffer)
+    path = tmp_path / "mask.png"
+    mask.save(path)
+    assert len(np.unique(np.asarray(mask))) > 8
+    assert np.mean(read_binary_mask(path) != truth) < 0.001
+
+
+def _palette_file(tmp_path, indices, colours):
+    image = Image.fromarray(indices.astype(np.uint8), "P")
+    palette = np.zeros((256, 3), np.uint8)
+    for index, colour in colours.items():
+        palette[index] = colour
+    image.putpalette(palette.ravel().tolist())
+    path = tmp_path / "mask.png"
+    image.save(path)
+    return path
+
+
+def test_palette_masks_are_read_by_their_colour_or_label(tmp_path):
+    voc = np.where(RING == 1, 255, TRUTH * 8)  # VOC: index 8 is (64, 0, 0), 255 the void
+    reading = read_mask(_palette_file(tmp_path, voc, {8: (64, 0, 0), 255: (224, 224, 192)}))
+    np.testing.assert_array_equal(reading.mask, TRUTH)
+    assert reading.void_pixels == RING.sum()
+    white_first = _palette_file(tmp_path, 1 - TRUTH, {0: (255, 255, 255), 1: (0, 0, 0)})
+    np.testing.assert_array_equal(read_binary_mask(white_first), TRUTH)
+
+
+def test_a_dark_colour_mask_keeps_its_nail(tmp_path):
+    pixels = np.dstack([TRUTH * 64, TRUTH * 0, TRUTH * 0]).astype(np.uint8)
+    np.testing.assert_array_equal(read_binary_mask(_file(tmp_path, pixels)), TRUTH)
+
+
+def test_rgba_cut_outs_are_read_by_their_alpha(tmp_path):
+    photo = synthetic_sample(0, 1)[1][:24, :32]
+    cut_out = np.dstack([photo, TRUTH * 255]).astype(np.uint8)
+    assert photo[TRUTH == 1].max(axis=1).min() < MASK_THRESHOLD  # dark nail pixels too
+    np.testing.assert_array_equal(read_binary_mask(_file(tmp_path, cut_out, mode="RGBA")), TRUTH)
+
+
+def _webp_as_png(tmp_path, pixels, **options):
+    path = tmp_path / "mask.png"
+    Image.fromarray(pixels).save(path, format="WEBP", **options)
+    assert Image.open(path).format == "WEBP"
+    return path
+
+
+def test_lossy_webp_named_png_is_judged_by_its_content(tmp_path):
+    _, _, truth = synthetic_sample(0, 3)
+    mask = read_binary_mask(_webp_as_png(tmp_path, truth * 255, quality=50))
+    assert np.mean(mask != truth) < 0.001
+    with pytest.raises(DataError, match=r"a 0/1 mask saved as lossy WebP.*Save it as PNG"):
+        read_binary_mask(_webp_as_png(tmp_path, truth, quality=90))
+    np.testing.assert_array_equal(read_binary_mask(_webp_as_png(tmp_path, truth, lossless=True)),
+                                  truth)
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "JPEG"])
+def test_a_photo_in_masks_is_refused(tmp_path, fmt):
+    _, photo, _ = synthetic_sample(0, 2)
+    path = _file(tmp_path, photo, fmt)
+    with pytest.raises(DataError, match=re.escape(str(path)) + r"' has values .*it looks like a "
+                                        "photo, not a mask"):
+        read_binary_mask(path)
+
+
+def test_colour_class_masks_are_refused(tmp_path):
+    """VOC colours as RGB: black, a class at (64, 0, 0) and a void at (224, 224, 192)."""
+    colours = np.array([[0, 0, 0], [64, 0, 0], [224, 224, 192]], np.uint8)
+    pixels = colours[TRUTH + (TRUTH * (np.arange(32) >= 20))]
+    with pytest.raises(DataError, match=r"values 0, 64, 224: more levels than a two-level"):
+        read_binary_mask(_file(tmp_path, pixels))
+
+
+def test_the_exif_orientation_is_told(tmp_path):
+    assert exif_orientation(_oriented(tmp_path, TRUTH * 255, 6)) == 6
+    assert exif_orientation(_file(tmp_path, TRUTH * 255, name="plain")) == 1
+
+
+def test_huge_photos_are_named_with_how_to_downscale(tmp_path, monkeypatch):
+    path = _file(tmp_path, np.zeros((20, 20, 3), np.uint8), name="huge")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 300)  # 400 pixels: past the warning size
+    with pytest.warns(UserWarning, match=re.escape(str(path)) + r"' has 0 megapixels.*mogrify"):
+        read_rgb(path)
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 150)  # past twice the limit: refused
+    with pytest.raises(DataError, match=re.escape(str(path)) + r"' is too large to read safely "
+                                        r"\(0 megapixels\).*Downscale it.*mogrify"):
+        read_rgb(path)
+
+
+def test_data_errors_show_in_a_notebook_without_a_traceback():
+    assert DataError("Mask 'x.png' is nail everywhere")._render_traceback_() == [
+        "DataError: Mask 'x.png' is nail everywhere"]

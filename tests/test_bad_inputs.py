@@ -1,0 +1,256 @@
+"""Issue 23: masks that lie, names and folders that break, disks that refuse.
+
+Each case ends in a correct preparation or in one message naming the file or folder and
+the fix, with nothing half-written left and a run after the fix working as it is.
+"""
+
+import errno
+import os
+import re
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from test_preparation import _image, _leftovers, _mask, write_pair
+
+from nailseg_common.images import DataError
+from nailseg_common.paths import DataLocation
+from nailseg_common.preparation import (
+    dataset_table,
+    ensure_prepared,
+    main,
+    prepare_dataset,
+    read_split,
+    summary,
+)
+from nailseg_common.profiles import select_profile
+from nailseg_common.synthetic import synthetic_sample
+
+
+@pytest.fixture
+def dataset(tmp_path):
+    """Two types of five tiny pairs each, every mask 17 % nail."""
+    root = tmp_path / "raw"
+    for kind in (1, 2):
+        for i in range(5):
+            write_pair(root, kind, f"img{i}")
+    return root
+
+
+def _prepare(raw, tmp_path, **kwargs):
+    return prepare_dataset(raw, tmp_path / "prepared", progress=False, **kwargs)
+
+
+def _npy_mask(tmp_path, kind, name):
+    return np.load(tmp_path / "prepared" / "npy" / "masks" / str(kind) / f"{name}.npy")[:, :, 0]
+
+
+def _refused(raw, tmp_path, pattern):
+    with pytest.raises(DataError, match=pattern) as error:
+        _prepare(raw, tmp_path)
+    assert not (tmp_path / "prepared").exists() and _leftovers(tmp_path) == []
+    return str(error.value)
+
+
+# --- masks that lie -------------------------------------------------------------------------
+
+TRUTH = np.asarray(_mask(3)) // 255
+
+
+def test_a_stray_255_in_a_0_1_mask_keeps_the_nail_and_is_named(dataset, tmp_path):
+    pixels = TRUTH.copy()
+    pixels[0, 0] = 255
+    write_pair(dataset, 1, "stray", mask=Image.fromarray(pixels))
+    with pytest.warns(UserWarning, match=r"1 mask\(s\) in .* are label masks with void pixels") \
+            as caught:
+        _prepare(dataset, tmp_path)
+    assert "Masks/1/stray.png (1 pixel(s))" in str(caught[0].message)
+    np.testing.assert_array_equal(_npy_mask(tmp_path, 1, "stray"), TRUTH)
+
+
+@pytest.mark.parametrize("name,pixels", [
+    ("inverted", (1 - TRUTH) * 255),
+    ("inverted-01", 1 - TRUTH),
+])
+def test_inverted_masks_are_refused_by_name(dataset, tmp_path, name, pixels):
+    write_pair(dataset, 2, name, mask=Image.fromarray(pixels.astype(np.uint8)))
+    message = _refused(dataset, tmp_path, r"1 mask\(s\) are mostly nail, far from the set's 17%")
+    assert f"Masks/2/{name}.png (83% nail)" in message and "Invert them" in message
+
+
+def test_a_photo_copied_into_masks_is_refused_by_name(dataset, tmp_path):
+    _, photo, _ = synthetic_sample(0, 0)
+    write_pair(dataset, 1, "photo", image=Image.fromarray(photo), mask=Image.fromarray(photo))
+    message = _refused(dataset, tmp_path, r"1 problem\(s\)")
+    assert f"{dataset / 'Masks/1/photo.png'}' has values" in message
+    assert "looks like a photo, not a mask" in message
+
+
+def test_a_lossy_webp_0_1_mask_named_png_is_refused_by_name(dataset, tmp_path):
+    _, photo, truth = synthetic_sample(0, 3)
+    _, path = write_pair(dataset, 1, "webp", image=Image.fromarray(photo))
+    Image.fromarray(truth).save(path, format="WEBP", quality=90)
+    message = _refused(dataset, tmp_path, r"1 problem\(s\)")
+    assert f"{path}' has values" in message and "saved as lossy WebP" in message
+
+
+def test_palette_and_cut_out_masks_are_prepared_by_their_meaning(dataset, tmp_path):
+    voc = Image.fromarray((TRUTH * 8).astype(np.uint8), "P")  # index 8: VOC's (64, 0, 0)
+    voc.putpalette([0, 0, 0] * 8 + [64, 0, 0] + [0, 0, 0] * 247)
+    photo = np.asarray(_image(5))
+    cut_out = Image.fromarray(np.dstack([photo, TRUTH * 255]).astype(np.uint8), "RGBA")
+    write_pair(dataset, 1, "voc", mask=voc)
+    write_pair(dataset, 2, "cut-out", mask=cut_out)
+    _prepare(dataset, tmp_path)
+    np.testing.assert_array_equal(_npy_mask(tmp_path, 1, "voc"), TRUTH)
+    np.testing.assert_array_equal(_npy_mask(tmp_path, 2, "cut-out"), TRUTH)
+
+
+def test_huge_photos_are_named(dataset, tmp_path, monkeypatch):
+    """Pillow warns past MAX_IMAGE_PIXELS (108 megapixels) and refuses past twice that (200):
+    scaled down here to a 1200-pixel photo among 120-pixel ones."""
+    path, _ = write_pair(dataset, 2, "huge", image=_image(0, size=(40, 30)),
+                         mask=_mask(0, size=(40, 30)))
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)
+    with pytest.warns(UserWarning, match=re.escape(str(path)) + "' has 0 megapixels.*mogrify"):
+        _prepare(dataset, tmp_path)
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 500)
+    message = _refused(dataset, tmp_path / "again", r"1 problem\(s\)")
+    assert f"Image '{path}' is too large to read safely" in message and "mogrify" in message
+
+
+# --- names and folders that break -----------------------------------------------------------
+
+def test_names_that_are_not_utf8_are_named_without_a_traceback(dataset, tmp_path, capsys,
+                                                               monkeypatch):
+    for folder in ("Images", "Masks"):  # "café" as unzip writes a cp437 name
+        with open(os.fsencode(dataset / folder / "1") + b"/caf\x82.png", "wb") as handle:
+            handle.write((dataset / folder / "1" / "img0.png").read_bytes())
+    message = _refused(dataset, tmp_path, r"1 name\(s\) in .* are not UTF-8")
+    assert "Images/1/caf\\x82.png" in message and "convmv -f cp437" in message
+    message.encode("utf-8")  # printable as it is
+    monkeypatch.setenv("NAILSEG_DATA_DIR", str(tmp_path / "data"))
+    with pytest.raises(SystemExit, match="not UTF-8"):
+        main(["--profile", "smoke", "--data-root", str(dataset)])
+    for folder in ("Images", "Masks"):  # renamed as the message says: prepared as it is
+        os.rename(os.fsencode(dataset / folder / "1") + b"/caf\x82.png",
+                  dataset / folder / "1" / "café.png")
+    main(["--profile", "smoke", "--data-root", str(dataset)])
+    assert "11 pairs" in capsys.readouterr().out
+
+
+def test_type_folders_named_none_and_na_stay_text(tmp_path):
+    root = tmp_path / "raw"
+    for kind in ("None", "NA", "1"):
+        for i in range(3):
+            write_pair(root, kind, f"img{i}")
+    with pytest.warns(UserWarning, match="Images/NA, Images/None .* are taken as nail types"):
+        _prepare(root, tmp_path)
+    location = DataLocation(raw=root, prepared=tmp_path / "prepared", synthetic=False)
+    types = sorted(map(str, read_split(location, "train")["type"]))
+    assert types == ["1", "1", "NA", "NA", "None", "None"]
+    assert set(dataset_table(location)["type"]) == {1, "NA", "None"}
+    assert re.search(r"\nNA +2 +1\nNone +2 +1", summary(location))
+
+
+def test_a_zip_or_a_file_as_data_root_says_what_it_is(dataset, tmp_path):
+    archive = tmp_path / "nails.zip"
+    with zipfile.ZipFile(archive, "w") as handle:
+        handle.write(dataset / "Images" / "1" / "img0.png", "Images/1/img0.png")
+    with pytest.raises(DataError, match=f"{re.escape(str(archive))} is a zip archive: unzip it "
+                                        "first") as error:
+        _prepare(archive, tmp_path)
+    assert "does not exist" not in str(error.value)
+    text = tmp_path / "notes.txt"
+    text.write_text("not a dataset")
+    with pytest.raises(DataError, match=f"{re.escape(str(text))} is a file, not a folder"):
+        _prepare(text, tmp_path)
+
+
+def test_a_negative_seed_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    monkeypatch.setenv("NAILSEG_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.delenv("NAILSEG_DATA_ROOT", raising=False)
+    with pytest.raises(SystemExit, match=r"error: seed must be a whole number >= 0 .* got -1"):
+        main(["--profile", "smoke", "--seed", "-1"])
+    with pytest.raises(DataError, match="seed must be a whole number"):
+        ensure_prepared(select_profile("smoke"), seed=1.5, progress=False)
+    assert not (tmp_path / "data").exists()
+
+
+# --- data folders that refuse ---------------------------------------------------------------
+
+def test_a_data_dir_that_is_a_file_is_named_and_works_once_moved(dataset, tmp_path, monkeypatch,
+                                                                 capsys):
+    data = tmp_path / "data"
+    data.write_text("oops")
+    monkeypatch.setenv("NAILSEG_DATA_DIR", str(data))
+    for root in (str(dataset), ""):  # a real set, and the synthetic one
+        with pytest.raises(SystemExit, match=f"error: {re.escape(str(data))} is a file, but the "
+                                             "course needs a folder there.*NAILSEG_DATA_DIR"):
+            main(["--profile", "smoke", "--data-root", root])
+    data.unlink()
+    main(["--profile", "smoke", "--data-root", str(dataset)])
+    assert "10 pairs" in capsys.readouterr().out
+
+
+def _refusing_mkdir(monkeypatch, error):
+    """``mkdir`` fails under the data folder as a read-only one (or one without execute
+    permission, or on a read-only file system) makes it fail; root ignores permissions."""
+    mkdir = Path.mkdir
+
+    def refuse(self, *args, **kwargs):
+        if "data" in self.parts:
+            raise OSError(error, os.strerror(error), str(self))
+        return mkdir(self, *args, **kwargs)
+    monkeypatch.setattr(Path, "mkdir", refuse)
+
+
+@pytest.mark.parametrize("error,says", [(errno.EACCES, "permission denied .*chmod u\\+rwx"),
+                                        (errno.EROFS, "the file system is read-only")])
+def test_an_unwritable_data_dir_is_named(dataset, tmp_path, monkeypatch, error, says):
+    monkeypatch.setenv("NAILSEG_DATA_DIR", str(tmp_path / "data"))
+    _refusing_mkdir(monkeypatch, error)
+    with pytest.raises(SystemExit, match=f"error: Cannot write to {re.escape(str(tmp_path))}"
+                                         f"/data.*: {says}.*NAILSEG_DATA_DIR"):
+        main(["--profile", "smoke", "--data-root", str(dataset)])
+    monkeypatch.undo()
+    location = ensure_prepared(select_profile("smoke"), dataset, progress=False)
+    assert len(read_split(location, "train")) == 8
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+@pytest.mark.parametrize("mode", [0o500, 0o600])  # read-only; without execute permission
+def test_a_data_dir_without_write_or_execute_permission_is_named(dataset, tmp_path,
+                                                                  monkeypatch, mode):
+    data = tmp_path / "data"
+    data.mkdir(mode=mode)
+    monkeypatch.setenv("NAILSEG_DATA_DIR", str(data))
+    try:
+        with pytest.raises(SystemExit, match="permission denied"):
+            main(["--profile", "smoke", "--data-root", str(dataset)])
+    finally:
+        data.chmod(0o700)
+
+
+def test_a_full_disk_leaves_nothing_behind_and_a_second_run_works(dataset, tmp_path,
+                                                                  monkeypatch):
+    prepared = _prepare(dataset, tmp_path)
+    before = {p: p.read_bytes() for p in prepared.rglob("*") if p.is_file()}
+    write_pair(dataset, 1, "added")
+    save = np.save
+
+    def full(path, *args, **kwargs):
+        if "added" in str(path):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return save(path, *args, **kwargs)
+    monkeypatch.setattr(np, "save", full)
+    with pytest.raises(DataError, match=f"No space left on the disk of {re.escape(str(prepared))}"
+                                        ".*free some space.*nothing half-written was kept"):
+        _prepare(dataset, tmp_path)
+    assert {p: p.read_bytes() for p in prepared.rglob("*") if p.is_file()} == before
+    assert _leftovers(tmp_path) == []
+    monkeypatch.undo()
+    _prepare(dataset, tmp_path)
+    assert (prepared / "npy" / "masks" / "1" / "added.npy").is_file()
