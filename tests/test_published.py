@@ -18,13 +18,18 @@ SOURCES = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 @pytest.fixture(params=SOURCES, ids=lambda p: p.name)
 def pair(request):
     published = ROOT / "published" / request.param.name
-    assert published.exists(), f"{published} is missing: execute the notebook on a GPU (published/README.md)"
+    assert published.exists(), (
+        f"{published} is missing: execute the notebook on a GPU (published/README.md)"
+    )
     return nbformat.read(request.param, as_version=4), nbformat.read(published, as_version=4)
 
 
 def code(notebook) -> list[str]:
-    return [c.source for c in notebook.cells if c.cell_type == "code"
-            and "injected-parameters" not in c.metadata.get("tags", [])]
+    return [
+        c.source
+        for c in notebook.cells
+        if c.cell_type == "code" and "injected-parameters" not in c.metadata.get("tags", [])
+    ]
 
 
 # Where each notebook's published run happened: an H100, except the two-GPU notebook.

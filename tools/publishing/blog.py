@@ -87,14 +87,16 @@ GENERIC_PATHS = (  # after the known prefixes: what any machine's paths become
     (re.compile(r"(?<![\w.~:/-])(?:/private)?/tmp" + _AFTER), "<tmp>"),
 )  # fmt: skip
 
-STYLE_RE = re.compile(r"<style\b.*?</style>\s*", re.S | re.I)
-TBODY_RE = re.compile(r"(<tbody>\s*)(.*?)(</tbody>)", re.S)
-ROW_RE = re.compile(r"<tr\b.*?</tr>\s*", re.S)
+# A progress bar that never moved ("Training: |    | 0/? [00:00<?, ?it/s]") says nothing.
+IDLE_PROGRESS_RE = re.compile(r"^.*\| *0/(?:\d+|\?) \[00:00<.*\n?", re.MULTILINE)
+STYLE_RE = re.compile(r"<style\b.*?</style>\s*", re.DOTALL | re.IGNORECASE)
+TBODY_RE = re.compile(r"(<tbody>\s*)(.*?)(</tbody>)", re.DOTALL)
+ROW_RE = re.compile(r"<tr\b.*?</tr>\s*", re.DOTALL)
 CUT_CELL_RE = re.compile(r"<t[dh][^>]*>[^<]*(?:\.\.\.|…)</t[dh]>")
 TABLE_ROWS, TABLE_HEAD, TABLE_TAIL = 20, 10, 5
 LOG_LINES, LOG_HEAD, LOG_TAIL = 40, 20, 10
 PLOT_TITLE_RE = re.compile(r"""\b(suptitle|set_title|title)\(\s*(["'])(.+?)(?<!\\)\2""")
-HEADING_RE = re.compile(r"^#{1,6}\s+(.+)$", re.M)
+HEADING_RE = re.compile(r"^#{1,6}\s+(.+)$", re.MULTILINE)
 
 # Markdown a link must not go into: code, math, links, tags, headings, bare URLs.
 PROSE_SKIP = (
@@ -102,7 +104,8 @@ PROSE_SKIP = (
     r"|^[ \t]*#[^\n]*$|https?://[^\s)>]+"
 )
 _NUMBER = r"\d\d\b(?:\s\([^()\n]*\))?"  # "03" or "03 (Kornia)"
-NOTEBOOK_REF = rf"\b[Nn]otebooks?\s+{_NUMBER}(?:(?:,\s*|\s+(?:and|or|to)\s+|\s*[-–]\s*){_NUMBER})*"
+_BETWEEN = r"(?:,\s*|\s+(?:and|or|to)\s+|\s*[-–]\s*)"  # "02, 03", "02 and 03", "02-04"
+NOTEBOOK_REF = rf"\b[Nn]otebooks?\s+{_NUMBER}(?:{_BETWEEN}{_NUMBER})*"
 ORIGINAL_REF = r"\boriginal (?:series|posts?)\b"
 
 PAGE_TEMPLATE = """\
@@ -139,10 +142,10 @@ nav.site-nav a { color: var(--jp-brand-color1); text-decoration: none; }
 POST_TEMPLATE = """\
 {%- extends 'index.md.j2' -%}
 {% block data_png %}
-![{{ output.metadata.get('alt', 'figure') }}]({{ output.metadata.filenames['image/png'] | path2url }})
+![{{ output.metadata.alt }}]({{ output.metadata.filenames['image/png'] | path2url }})
 {% endblock data_png %}
 {% block data_jpg %}
-![{{ output.metadata.get('alt', 'figure') }}]({{ output.metadata.filenames['image/jpeg'] | path2url }})
+![{{ output.metadata.alt }}]({{ output.metadata.filenames['image/jpeg'] | path2url }})
 {% endblock data_jpg %}
 """
 
@@ -209,7 +212,7 @@ def run_date(notebook: nbformat.NotebookNode) -> dt.date | None:
     for stamp in stamps:
         if isinstance(stamp, str):
             try:
-                return dt.datetime.fromisoformat(stamp).astimezone(dt.timezone.utc).date()
+                return dt.datetime.fromisoformat(stamp).astimezone(dt.UTC).date()
             except ValueError:
                 continue
     return None
@@ -235,7 +238,9 @@ def machine_replacements(extra: dict[str, str] | None = None) -> dict[str, str]:
 def run_roots(notebook: nbformat.NotebookNode) -> dict[str, str]:
     """Where the notebook ran, read from the notebook: the repository folders that its
     papermill paths and its outputs name (``<root>/data/...``), each shown as relative."""
-    texts = [str(v) for k, v in notebook.metadata.get("papermill", {}).items() if k.endswith("_path")]
+    texts = [
+        str(v) for k, v in notebook.metadata.get("papermill", {}).items() if k.endswith("_path")
+    ]
     for cell in notebook.cells:
         for output in cell.get("outputs", []):
             texts.append(output.get("text", ""))
@@ -273,7 +278,7 @@ def find_local_paths(text: str, prefixes=()) -> list[tuple[int, str]]:
     for number, line in enumerate(text.splitlines(), 1):
         for pattern in patterns:
             for match in pattern.finditer(line):
-                rest = re.match(r"[^\s'\"<>)\]]*", line[match.start():]).group()
+                rest = re.match(r"[^\s'\"<>)\]]*", line[match.start() :]).group()
                 found.append((number, rest))
     return sorted(set(found))
 
@@ -284,7 +289,9 @@ def find_local_paths(text: str, prefixes=()) -> list[tuple[int, str]]:
 def collapse_carriage_returns(text: str) -> str:
     """Keep what a terminal would show last on each line (progress bars)."""
     lines = text.replace("\r\n", "\n").split("\n")
-    return "\n".join(next((s for s in reversed(line.split("\r")) if s.strip()), "") for line in lines)
+    return "\n".join(
+        next((s for s in reversed(line.split("\r")) if s.strip()), "") for line in lines
+    )
 
 
 def drop_warnings(text: str) -> str:
@@ -320,7 +327,11 @@ def shorten_table(table: str) -> str:
         columns = len(re.findall(r"<t[dh]\b", rows[0]))
         omitted = len(rows) - TABLE_HEAD - TABLE_TAIL
         gap = f'<tr><td colspan="{columns}">… {omitted} rows omitted …</td></tr>\n'
-        return match.group(1) + "".join(rows[:TABLE_HEAD] + [gap] + rows[-TABLE_TAIL:]) + match.group(3)
+        return (
+            match.group(1)
+            + "".join(rows[:TABLE_HEAD] + [gap] + rows[-TABLE_TAIL:])
+            + match.group(3)
+        )
 
     return TBODY_RE.sub(body, table)
 
@@ -329,8 +340,12 @@ def _merge_streams(outputs: list) -> list:
     merged: list = []
     for output in outputs:
         previous = merged[-1] if merged else None
-        if (output.output_type == "stream" and previous is not None
-                and previous.output_type == "stream" and previous.name == output.name):
+        if (
+            output.output_type == "stream"
+            and previous is not None
+            and previous.output_type == "stream"
+            and previous.name == output.name
+        ):
             previous.text += output.text
         else:
             merged.append(output)
@@ -359,7 +374,7 @@ def _clean_outputs(cell, replacements: dict[str, str], heading: str, where: str)
     cleaned = []
     for output in _merge_streams(cell.outputs):
         if output.output_type == "stream":
-            text = collapse_carriage_returns(ANSI_RE.sub("", output.text))
+            text = IDLE_PROGRESS_RE.sub("", collapse_carriage_returns(ANSI_RE.sub("", output.text)))
             if output.name == "stderr":
                 text = drop_warnings(text)
             output.name = "stdout"  # what is left of stderr is information, not an error
@@ -376,8 +391,10 @@ def _clean_outputs(cell, replacements: dict[str, str], heading: str, where: str)
             if "text/html" in data:
                 table = STYLE_RE.sub("", data["text/html"])
                 if 'class="dataframe' in table and CUT_CELL_RE.search(table):
-                    warnings.append(f"{where}: pandas cut this table when the notebook ran "
-                                    "(display.max_colwidth or max_rows): the post shows it cut")
+                    warnings.append(
+                        f"{where}: pandas cut this table when the notebook ran "
+                        "(display.max_colwidth or max_rows): the post shows it cut"
+                    )
                 data["text/html"] = shorten_table(table)
             if any(mime.startswith("image/") for mime in data):
                 output.metadata["alt"] = figure_alt(output, cell.source, heading)
@@ -477,14 +494,16 @@ def link_prose(article: Article, series: dict, pages: dict[int, str]) -> None:
     original = series["original"]
     part = series["notebooks"].get(article.number, {}).get("part")
     terms = [(entry["pattern"], entry.get("code"), entry["url"]) for entry in series["links"]]
-    terms.append((ORIGINAL_REF, None, original["parts"][part]["url"] if part else original["index"]))
+    terms.append(
+        (ORIGINAL_REF, None, original["parts"][part]["url"] if part else original["index"])
+    )
     master = re.compile(
         "|".join(
             [f"(?P<skip>{PROSE_SKIP})", r"(?P<code>`[^`\n]+`)", f"(?P<notebooks>{NOTEBOOK_REF})",
              r"(?P<part>\b[Pp]art (?P<roman>[IVX]+)\b)"]
             + [f"(?P<t{i}>{pattern})" for i, (pattern, _, _) in enumerate(terms)]
         ),
-        re.S | re.M,
+        re.DOTALL | re.MULTILINE,
     )  # fmt: skip
     linked: set = set()
 
@@ -500,7 +519,7 @@ def link_prose(article: Article, series: dict, pages: dict[int, str]) -> None:
         for k, number in enumerate(numbers):
             start = 0 if k == 0 else number.start()
             chunk = re.sub(r"\s+", " ", text[start : number.end()])
-            page = pages.get(int(number.group()))
+            page = pages.get(int(number.group())) if int(number.group()) != article.number else None
             out += [text[pos:start], f"[{chunk}]({page})" if page else chunk]
             pos = number.end()
         return "".join(out) + text[pos:]
@@ -537,7 +556,8 @@ def series_opening(article: Article, series: dict, pages: dict[int, str]) -> str
     if entry.get("part"):
         part = original["parts"][entry["part"]]
         what = f" ({entry['what']})" if entry.get("what") else ""
-        first = f"This post remakes [part {entry['part']}, *{part['title']}*]({part['url']}){what} of {about}."
+        link = f"[part {entry['part']}, *{part['title']}*]({part['url']})"
+        first = f"This post remakes {link}{what} of {about}."
     else:
         first = f"This post is new in the course: {about}, has no part like it."
     remade, new = [], []
@@ -558,7 +578,9 @@ def series_opening(article: Article, series: dict, pages: dict[int, str]) -> str
 def prepare(article: Article, series: dict, pages: dict[int, str]) -> None:
     """Link the prose, then put the title without its number and the series opening first."""
     link_prose(article, series, pages)
-    first = next(c for c in article.notebook.cells if c.cell_type == "markdown" and c.source.startswith("# "))
+    first = next(
+        c for c in article.notebook.cells if c.cell_type == "markdown" and c.source.startswith("# ")
+    )
     rest = first.source.partition("\n")[2].lstrip("\n")
     opening = series_opening(article, series, pages)
     first.source = f"# {article.meta['title']}\n\n{opening}\n\n{rest}".rstrip() + "\n"
@@ -730,8 +752,9 @@ def render(
     leaks = [f"{path}:{line}: {found}" for path, text in texts.items()
              for line, found in find_local_paths(text, prefixes)]  # fmt: skip
     if leaks:
-        raise BlogError("a local path is left (rewrite it with --replace PREFIX=TEXT):\n  "
-                        + "\n  ".join(leaks))
+        raise BlogError(
+            "a local path is left (rewrite it with --replace PREFIX=TEXT):\n  " + "\n  ".join(leaks)
+        )
 
     for article in articles:
         for stale in posts_dir.glob(f"????-??-??-{article.slug}.md"):
@@ -755,8 +778,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--posts", type=Path, default=Path("build/blog/_posts"))
     parser.add_argument("--site", type=Path, default=Path("build/site"))
     parser.add_argument("--assets", type=Path, help="default: <posts>/../assets/images")
-    parser.add_argument("--layout", default="post",
-                        help="the posts' Jekyll layout: post (minima, fastpages), single (Minimal Mistakes)...")
+    parser.add_argument(
+        "--layout",
+        default="post",
+        help="the posts' Jekyll layout: post (minima, fastpages), single (Minimal Mistakes)...",
+    )
     parser.add_argument(
         "--replace",
         action="append",
