@@ -343,6 +343,7 @@ def test_path_rewriting_respects_component_boundaries():
     assert blog.replace_local_paths(text, repl) == (
         "data <srv>/repo. <srv>/repository /srv/anabel <srv> https://x.org/home/y"
     )
+    assert blog.replace_local_paths("<td>/tmp/x</td>", {}, markup=True) == "<td>&lt;tmp&gt;/x</td>"
     assert blog.find_local_paths("ok\nsee /root/x and /rootfs\n") == [(2, "/root/x")]
 
 

@@ -258,15 +258,18 @@ def _prefix_pattern(prefix: str) -> re.Pattern:
     return re.compile(r"(?<![\w.~:/-])" + re.escape(prefix) + r"(?![\w.-])(/?)")
 
 
-def replace_local_paths(text: str, replacements: dict[str, str]) -> str:
-    """Rewrite the known prefixes (longest first), then any home, site-packages or /tmp."""
+def replace_local_paths(text: str, replacements: dict[str, str], markup: bool = False) -> str:
+    """Rewrite the known prefixes (longest first), then any home, site-packages or /tmp;
+    ``markup``: ``text`` is HTML, so ``<tmp>`` is written ``&lt;tmp&gt;``."""
+    show = html.escape if markup else str
     for prefix, new in sorted(replacements.items(), key=lambda item: -len(item[0])):
         if new:
-            text = _prefix_pattern(prefix).sub(lambda m, new=new: new + m.group(1), text)
+            shown = show(new)
+            text = _prefix_pattern(prefix).sub(lambda m, shown=shown: shown + m.group(1), text)
         else:
             text = _prefix_pattern(prefix).sub(lambda m: "" if m.group(1) else ".", text)
     for pattern, new in GENERIC_PATHS:
-        text = pattern.sub(new, text)
+        text = pattern.sub(show(new), text)
     return text
 
 
@@ -365,7 +368,7 @@ def figure_alt(output, source: str, heading: str) -> str:
         if isinstance(where, dict) and (where.get("alt") or where.get("title")):
             return _plain_text(str(where.get("alt") or where.get("title")))
     titles = sorted(PLOT_TITLE_RE.findall(source), key=lambda t: t[0] != "suptitle")
-    return _plain_text(titles[0][2] if titles else heading)
+    return _plain_text(titles[0][2] if titles else NUMBERED_TITLE_RE.sub("", heading))
 
 
 def _clean_outputs(cell, replacements: dict[str, str], heading: str, where: str) -> list[str]:
@@ -387,7 +390,8 @@ def _clean_outputs(cell, replacements: dict[str, str], heading: str, where: str)
                 continue
             for mime in TEXT_MIME_TYPES:
                 if mime in data:
-                    data[mime] = replace_local_paths(ANSI_RE.sub("", data[mime]), replacements)
+                    text = ANSI_RE.sub("", data[mime])
+                    data[mime] = replace_local_paths(text, replacements, mime == "text/html")
             if "text/html" in data:
                 table = STYLE_RE.sub("", data["text/html"])
                 if 'class="dataframe' in table and CUT_CELL_RE.search(table):
