@@ -44,9 +44,11 @@ $(BUILD)/notebooks/%.ipynb: notebooks/%.ipynb $(ENV_STAMP)
 
 # The published edition: the notebooks as executed on an H100 (gpu profile), committed in published/.
 # `make blog BLOG_FROM=build/notebooks` renders your own run instead.
+# BLOG_LAYOUT is the posts' Jekyll layout: post (minima, fastpages), single (Minimal Mistakes)...
 BLOG_FROM ?= $(if $(wildcard published/*.ipynb),published,$(BUILD)/notebooks)
+BLOG_LAYOUT ?= post
 blog: env  ## render the published edition into Jekyll posts (build/blog) and a static site (build/site)
-	$(PY) -m tools.publishing.blog --notebooks $(BLOG_FROM) --posts $(BUILD)/blog/_posts --site $(BUILD)/site
+	$(PY) -m tools.publishing.blog --notebooks $(BLOG_FROM) --posts $(BUILD)/blog/_posts --site $(BUILD)/site --layout $(BLOG_LAYOUT)
 
 export: env  ## sync each notebook with its .py copy, then write the exported cells into nailseg_common
 	$(VENV)/bin/jupytext --sync --quiet $(NOTEBOOKS)
@@ -64,11 +66,12 @@ lab: env  ## JupyterLab with the course's kernel registered
 	$(PY) -m ipykernel install --user --name nailseg-course --display-name "Python (nailseg course)"
 	$(VENV)/bin/jupyter lab notebooks
 
-# The blog test opens the rendered site in a real headless browser.
+# The blog tests open the rendered site in a real headless browser and build the posts with
+# a real Jekyll (Debian's packages; installed when missing and running as root).
 browser:
-	@command -v chromium >/dev/null || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
-	  else echo "chromium is missing: run 'sudo apt-get install chromium' (needed by tests/test_blog.py)"; exit 1; fi; }
+	@for tool in chromium jekyll; do command -v $$tool >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends $$tool >/dev/null; \
+	  else echo "$$tool is missing: run 'sudo apt-get install $$tool' (needed by tests/test_blog.py)"; exit 1; fi; }; done
 
 clean:  ## remove executed notebooks, posts, logs and generated data (keeps the environment)
 	rm -rf $(BUILD) runs data/synthetic-* data/prepared data/.[!.]*

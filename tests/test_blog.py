@@ -1,4 +1,5 @@
-"""Blog posts and site: rendered from small notebooks executed here, read as a reader would."""
+"""Blog posts and site: rendered from small notebooks executed here, read as a reader would,
+built by a real Jekyll and opened in a real browser."""
 
 import base64
 import datetime as dt
@@ -21,58 +22,83 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 from nailseg_common import paths
 from tools.publishing import blog
 
-TITLE = "01 · A test post: figures & paths"  # from the first heading, not the metadata
+TITLE = "A test post: figures & paths"  # the first heading without its "01 · "
 BLOG_META = {
     "description": "Checks the renderer end to end.",
     "categories": ["testing", "jekyll"],
     "date": "2026-11-23",
 }
+RAN = "2026-11-20T23:30:00+00:00"  # papermill's start_time of the first notebook
+SERIES = blog.load_series()
+LONG_TEXT = "a policy parameter list that pandas would cut at fifty characters, kept whole"
 
 GOOD_CELLS = [
-    new_markdown_cell(f"# {TITLE}\n\nIntro paragraph with math $x^2$."),
+    new_markdown_cell(
+        f"# 01 · {TITLE}\n\nIntro paragraph with math $x^2$. The model trains with PyTorch "
+        "Lightning and\nKornia, builds an `smp.Unet`, then PyTorch Lightning again; notebook\n"
+        "02 goes on, as notebooks 01 and 02 (Kornia) say, and this is notebook 01. The original "
+        "series used the Lovász hinge.\n\n```python\nLightning(notebook=02)\n```"
+    ),
+    new_markdown_cell("## PyTorch Lightning in a heading stays plain"),
     new_code_cell('profile = ""', metadata={"tags": ["parameters"]}),
+    new_code_cell('# Parameters\nprofile = "gpu"\n', metadata={"tags": ["injected-parameters"]}),
     new_code_cell(
         "import sys, warnings\n"
         "from pathlib import Path\n"
         "import matplotlib.pyplot as plt\n"
+        "import pandas as pd\n"
+        "from IPython.display import HTML, display\n"
         "from nailseg_common import paths\n"
         'print("\\x1b[1;31mred\\x1b[0m plain")\n'
-        'print("repo file:", paths.REPO_ROOT / "data" / "x.npy")\n'
-        'print("home file:", Path.home() / "nails")'
+        'print("repo file:", paths.REPO_ROOT / "data" / "x.npy")'
     ),
     new_code_cell(
         'warnings.warn("a library warning a reader should not see", UserWarning)\n'
         'print("real message on stderr", file=sys.stderr)\n'
+        'sys.stderr.write("\\rloading 1/2"); sys.stderr.write("\\rloading 2/2\\n")\n'
+        'sys.stderr.write("Training: |          | 0/? [00:00<?, ?it/s]\\n")\n'
         'print("after the warning")'
     ),
+    new_markdown_cell("## The figures"),
     new_code_cell(
         "fig, ax = plt.subplots(figsize=(3, 2))\n"
         'ax.plot([0, 1, 2], [2, 0, 1], color="tab:red")\n'
-        'ax.set_title("a figure")\n'
+        'ax.set_title("a red zigzag")\n'
         "plt.show()"
     ),
     new_code_cell("plt.plot([0, 1])"),
     new_code_cell('print("secret set-up")', metadata={"tags": ["remove-cell"]}),
     new_code_cell(
         'for i in range(3):\n    print(f"\\rstep {i + 1}/3", end="")\nprint()\n'
-        'print("{{ not liquid }}")'
+        'print("{{ not liquid }}")\n'
+        'print("\\n".join(f"epoch {i:02d}" for i in range(60)))'
+    ),
+    new_code_cell(
+        'display(HTML("<style>pre { color: red }</style><pre>styled output</pre>"))\n'
+        'pd.set_option("display.max_colwidth", None)\n'
+        f'pd.DataFrame({{"row": range(30), "text": ["{LONG_TEXT}"] * 30}})'
     ),
     new_markdown_cell("## Summary\n\nIt works."),
 ]
 
 
-def execute(cells, path: Path, blog_meta=BLOG_META, allow_errors=False, mpl_backend="") -> Path:
+def execute(cells, path: Path, blog_meta=BLOG_META, allow_errors=False, mpl_backend="",
+            papermill=None) -> Path:  # fmt: skip
     """Write and execute a notebook the way papermill leaves it.
 
     The kernel gets ``MPLBACKEND=mpl_backend``; "" lets ipykernel pick its inline backend.
+    ``papermill`` becomes the notebook's papermill metadata; without it the cells keep no
+    timing, so the post's date comes from ``blog_meta``.
     """
     nb = new_notebook(cells=cells)
     nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata.blog = blog_meta
     env = {**os.environ, "MPLBACKEND": mpl_backend}
-    NotebookClient(nb, kernel_name="python3", timeout=60, allow_errors=allow_errors).execute(
-        cwd=str(path.parent), env=env
-    )
+    NotebookClient(
+        nb, kernel_name="python3", timeout=60, allow_errors=allow_errors, record_timing=False
+    ).execute(cwd=str(path.parent), env=env)
+    if papermill:
+        nb.metadata.papermill = papermill
     nbformat.write(nb, path)
     return path
 
@@ -82,13 +108,14 @@ def rendered(tmp_path_factory):
     root = tmp_path_factory.mktemp("blog")
     notebooks = root / "notebooks"
     notebooks.mkdir()
-    execute(GOOD_CELLS, notebooks / "01_test_post.ipynb")
-    second = {**BLOG_META, "date": "2026-11-24"}
+    execute(GOOD_CELLS, notebooks / "01_test_post.ipynb", papermill={"start_time": RAN})
+    second = {**BLOG_META, "date": "2999-01-01"}  # no run time, and in the future
     execute(
-        [new_markdown_cell("# Second post\n\nMore."), new_code_cell('print("second")')],
+        [new_markdown_cell("# 02 · Second post\n\nMore, after notebook 01."),
+         new_code_cell('print("second")')],
         notebooks / "02_second.ipynb",
         blog_meta=second,
-    )
+    )  # fmt: skip
     args = ["--notebooks", notebooks, "--posts", root / "blog/_posts", "--site", root / "site"]
     assert blog.main([str(a) for a in args]) == 0
     return root
@@ -101,32 +128,53 @@ def split_post(post: Path):
     return yaml.safe_load(header), body
 
 
-def test_posts_have_valid_front_matter(rendered):
+def post_body(rendered, slug: str) -> str:
+    (post,) = (rendered / "blog/_posts").glob(f"*-{slug}.md")
+    return split_post(post)[1]
+
+
+def test_posts_have_valid_front_matter_and_dates_from_the_run(rendered):
     posts = sorted((rendered / "blog/_posts").glob("*.md"))
-    assert [p.name for p in posts] == ["2026-11-23-01-test-post.md", "2026-11-24-02-second.md"]
+    today = dt.date.today()
+    assert [p.name for p in posts] == ["2026-11-20-01-test-post.md", f"{today}-02-second.md"]
     meta, _ = split_post(posts[0])
+    image = meta.pop("image")
     assert meta == {
         "layout": "post",
         "title": TITLE,
         "description": BLOG_META["description"],
-        "toc": True,
+        "author": SERIES["author"],
+        "date": dt.date(2026, 11, 20),  # the day it ran, not its blog date
         "categories": ["testing", "jekyll"],
-        "date": dt.date(2026, 11, 23),
+        "toc": True,
+        "comments": True,
         "permalink": "/posts/01-test-post.html",
     }
+    assert re.fullmatch(r"/assets/images/01-test-post/[\w-]+\.png", image)
+    assert (rendered / "blog" / image.lstrip("/")).is_file()
     second, _ = split_post(posts[1])
-    assert second["title"] == "Second post" and second["date"] == dt.date(2026, 11, 24)
+    assert second["title"] == "Second post" and second["date"] == today  # 2999 clamped
+    assert "image" not in second
 
 
-def test_every_image_link_resolves(rendered):
+def test_dates_are_never_after_the_run_nor_today(tmp_path):
+    execute([new_markdown_cell("# Later")], tmp_path / "03_later.ipynb",
+            papermill={"start_time": "2999-05-01T10:00:00+00:00"})  # fmt: skip
+    posts, _ = blog.render(
+        tmp_path, tmp_path / "_posts", tmp_path / "site", today=dt.date(2026, 11, 24)
+    )
+    assert [p.name for p in posts] == ["2026-11-24-03-later.md"]
+
+
+def test_every_image_link_resolves_and_has_alt_text(rendered):
     posts_dir = rendered / "blog/_posts"
-    links = []
+    images = []
     for post in posts_dir.glob("*.md"):
         _, body = split_post(post)
-        links += re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", body)
-        links += re.findall(r'<img[^>]*\ssrc="([^"]+)"', body)
-    assert len(links) == 2, links  # two figures: subplots + plt.show(), and plt.plot
-    for link in links:
+        images += re.findall(r"!\[([^\]]*)\]\(([^)\s]+)\)", body)
+    # plt.show() after set_title, then plt.plot under the "The figures" heading
+    assert [alt for alt, _ in images] == ["a red zigzag", "The figures"]
+    for _, link in images:
         assert not link.startswith(("/", "http:", "https:", "data:")), link
         target = (posts_dir / link).resolve()
         assert target.is_file(), link
@@ -134,26 +182,89 @@ def test_every_image_link_resolves(rendered):
         assert target.parent == rendered / "blog/assets/images/01-test-post"
 
 
+def test_posts_open_with_the_series_and_link_out(rendered):
+    body = post_body(rendered, "01-test-post")
+    original, part = SERIES["original"], SERIES["original"]["parts"]["I"]
+    opening = body.strip().removeprefix("{% raw %}\n").split("\n\n")[0]
+    assert opening.startswith("> This post remakes [part I") and part["url"] in opening
+    assert original["index"] in opening and SERIES["dataset"]["url"] in opening
+    assert "[02](02-second.html) " in body and "[01](" not in body  # the numbering, not itself
+    for slug in ("01-test-post", "02-second"):
+        assert len(re.findall(r"\]\(https?://", post_body(rendered, slug))) >= 3, slug
+    second = post_body(rendered, "02-second")
+    assert "This post remakes [part III" in second and "[notebook 01](01-test-post.html)" in second
+
+
+def test_prose_links_first_mentions_and_every_notebook(rendered):
+    body = post_body(rendered, "01-test-post")
+    docs = {entry["url"] for entry in SERIES["links"]}
+    lightning = "https://lightning.ai/docs/pytorch/stable/"
+    assert lightning in docs
+    assert body.count(f"]({lightning})") == 1 and "[PyTorch Lightning](" in body
+    assert "[Kornia](https://kornia.readthedocs.io/en/latest/)" in body
+    assert "[`smp.Unet`](https://smp.readthedocs.io/en/latest/)" in body
+    assert "[Lovász hinge](https://arxiv.org/abs/1705.08790)" in body
+    assert "[original\nseries](" in body or "[original series](" in body
+    assert "[notebook 02](02-second.html)" in body  # "notebook\n02" across a line break
+    assert (
+        "notebooks 01 and [02](02-second.html) (Kornia)" in body and "this is notebook 01." in body
+    )
+    assert (
+        "Lightning(notebook=02)" in body and "## PyTorch Lightning in a heading stays plain" in body
+    )
+
+
 def test_posts_read_clean(rendered):
-    _, body = split_post(rendered / "blog/_posts/2026-11-23-01-test-post.md")
+    body = post_body(rendered, "01-test-post")
     outputs = "\n".join(line for line in body.splitlines() if line.startswith("    "))
     assert "\x1b" not in body and not re.search(r"\[[0-9;]*m", outputs)
     assert "    red plain\n" in body
-    assert str(paths.REPO_ROOT) not in body and str(Path.home()) not in body
-    assert "repo file: data/x.npy" in body and "home file: ~/nails" in body
+    assert str(paths.REPO_ROOT) not in body and "repo file: data/x.npy" in body
     assert "Warning" not in outputs and "a library warning" not in outputs
     assert "    real message on stderr\n" in body and "    after the warning\n" in body
+    assert "loading 2/2" in outputs and "loading 1/2" not in outputs and "0/?" not in outputs
     assert "Line2D" not in body and "secret set-up" not in body
     assert "step 3/3" in body and "step 1/3" not in body
     assert body.lstrip().startswith("{% raw %}") and "{{ not liquid }}" in body
     assert "# 01 · A test post" not in body and "Intro paragraph" in body
     assert "```python" in body
+    assert 'Parameters injected for this run:\n\n\n```python\nprofile = "gpu"' in body
+
+
+def test_outputs_are_shortened_whole_and_unstyled(rendered):
+    body = post_body(rendered, "01-test-post")
+    outputs = body.split("pd.DataFrame(")[-1]
+    assert "<style" not in outputs and "styled output" in outputs
+    # 62 lines (the progress line, the Liquid line, 60 epochs): 20 first, 10 last
+    assert "    epoch 17\n    … 32 lines omitted …\n    epoch 50\n" in body
+    assert "epoch 18" not in body
+    assert "… 15 rows omitted …" in body and "<th>14</th>" not in body and "<th>29</th>" in body
+    assert body.count(f"<td>{LONG_TEXT}</td>") == 15  # every row shown, whole
+    page = (rendered / "site/01-test-post.html").read_text(encoding="utf-8")
+    assert "<pre>styled output</pre>" in page and "<style>pre { color: red }" not in page
+    assert 'data-mime-type="application/vnd.jupyter.stderr"' not in page  # plain, not pink
+
+
+def test_a_table_pandas_cut_is_named(tmp_path, capsys):
+    execute(
+        [new_markdown_cell("# Cut"),
+         new_code_cell(f'import pandas as pd\npd.DataFrame({{"text": ["{LONG_TEXT}"]}})')],
+        tmp_path / "04_cut.ipynb",
+    )  # fmt: skip
+    blog.render(tmp_path, tmp_path / "_posts", tmp_path / "site")
+    assert re.search(
+        r"warning: \S*04_cut\.ipynb cell 1: pandas cut this table", capsys.readouterr().err
+    )
 
 
 def test_a_notebook_with_an_error_stops_the_render(tmp_path):
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
-    execute([new_markdown_cell("# Broken"), new_code_cell("1 / 0")], notebooks / "03_broken.ipynb", allow_errors=True)
+    execute(
+        [new_markdown_cell("# Broken"), new_code_cell("1 / 0")],
+        notebooks / "03_broken.ipynb",
+        allow_errors=True,
+    )
     with pytest.raises(blog.BlogError, match=r"03_broken\.ipynb: cell 1 .*ZeroDivisionError"):
         blog.render(notebooks, tmp_path / "_posts", tmp_path / "site")
     assert not (tmp_path / "_posts").exists() and not (tmp_path / "site").exists()
@@ -161,8 +272,10 @@ def test_a_notebook_with_an_error_stops_the_render(tmp_path):
 
 def test_figures_lost_to_a_non_inline_backend_stop_the_render(tmp_path):
     execute(
-        [new_markdown_cell("# Agg"),
-         new_code_cell("import matplotlib.pyplot as plt\nplt.plot([0, 1])\nplt.show()")],
+        [
+            new_markdown_cell("# Agg"),
+            new_code_cell("import matplotlib.pyplot as plt\nplt.plot([0, 1])\nplt.show()"),
+        ],
         tmp_path / "05_agg.ipynb",
         mpl_backend="Agg",  # what papermill's kernel inherits from `export MPLBACKEND=Agg`
     )
@@ -180,10 +293,58 @@ def test_unexecuted_notebook_and_bad_metadata_are_named(tmp_path, capsys):
     assert '"categories"' in err and '"date"' in err
 
 
+# -- local paths -------------------------------------------------------------------------
+
+
+ALICE = "/home/alice/course"
+
+
+def test_paths_are_rewritten_from_where_the_notebook_ran(tmp_path, monkeypatch):
+    """A notebook that ran under /home/alice/course, rendered here with another HOME."""
+    execute(
+        [new_markdown_cell("# Alice's run"),
+         new_code_cell(f'print("data: {ALICE}/data/synthetic-60")\n'
+                       'print("cache: /home/alice/.cache/torch/hub")\n'
+                       'print("lib: /opt/conda/lib/python3.12/site-packages/torch/x.py")\n'
+                       'print("scratch: /tmp/tmpab12/broken")')],
+        tmp_path / "06_alice.ipynb",
+        papermill={"start_time": RAN, "input_path": f"{ALICE}/notebooks/06_alice.ipynb",
+                   "output_path": f"{ALICE}/build/partial/06_alice.ipynb"},
+    )  # fmt: skip
+    monkeypatch.setenv("HOME", str(tmp_path / "elsewhere"))
+    posts, pages = blog.render(tmp_path, tmp_path / "_posts", tmp_path / "site")
+    for written in posts + pages:
+        text = written.read_text(encoding="utf-8")
+        assert "/home/alice" not in text and "/tmp/" not in text and "/opt/conda" not in text
+    body = posts[0].read_text(encoding="utf-8")
+    assert "data: data/synthetic-60" in body and "cache: ~/.cache/torch/hub" in body
+    assert "lib: <site-packages>/torch/x.py" in body and "scratch: <tmp>/tmpab12/broken" in body
+
+
+def test_a_local_path_left_fails_the_render_naming_post_and_line(tmp_path):
+    execute(
+        [new_markdown_cell("# Leak"), new_code_cell('print("ok")\nprint("/mnt/shared/a/w.pt")')],
+        tmp_path / "07_leak.ipynb",
+    )  # fmt: skip
+    with pytest.raises(blog.BlogError) as error:
+        blog.render(tmp_path, tmp_path / "_posts", tmp_path / "site")
+    message = str(error.value)
+    assert re.search(r"_posts/\d{4}-\d\d-\d\d-07-leak\.md:\d+: /mnt/shared/a/w\.pt", message)
+    assert re.search(r"site/07-leak\.html:\d+: /mnt/shared", message)
+    assert not (tmp_path / "_posts").exists() and not (tmp_path / "site").exists()
+
+
 def test_path_rewriting_respects_component_boundaries():
-    repl = {"/home/ana/repo": "", "/home/ana": "~"}
-    text = "/home/ana/repo/data /home/ana/repo. /home/ana/repository /home/anabel /home/ana"
-    assert blog.replace_local_paths(text, repl) == "data ~/repo. ~/repository /home/anabel ~"
+    repl = {"/srv/ana/repo": "", "/srv/ana": "<srv>"}
+    text = (
+        "/srv/ana/repo/data /srv/ana/repo. /srv/ana/repository /srv/anabel /srv/ana "
+        "https://x.org/home/y"
+    )
+    assert blog.replace_local_paths(text, repl) == (
+        "data <srv>/repo. <srv>/repository /srv/anabel <srv> https://x.org/home/y"
+    )
+    assert blog.replace_local_paths("<td>/tmp/x</td>", {}, markup=True) == "<td>&lt;tmp&gt;/x</td>"
+    assert blog.find_local_paths("ok\nsee /root/x and /rootfs\n") == [(2, "/root/x")]
 
 
 def test_only_warnings_leave_stderr():
@@ -195,6 +356,63 @@ def test_only_warnings_leave_stderr():
         "real line\n"
     )
     assert blog.drop_warnings(text) == "GPU available: False\nreal line\n"
+
+
+# -- a real Jekyll -----------------------------------------------------------------------
+
+
+def jekyll_executable() -> str:
+    exe = shutil.which("jekyll")
+    if exe:
+        return exe
+    if os.environ.get("CI"):
+        pytest.fail("jekyll is missing in CI: apt-get install -y jekyll (make browser does)")
+    pytest.skip(
+        "jekyll not installed (apt-get install -y jekyll, or make browser); CI always runs this"
+    )
+
+
+JEKYLL_LAYOUT = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{{ page.title }}</title></head>
+<body><h1>{{ page.title }}</h1><p class="date">{{ page.date | date: "%Y-%m-%d" }}</p>
+{{ content }}</body></html>
+"""
+
+
+def jekyll_build(site_source: Path) -> Path:
+    """Build ``site_source`` (holding ``_posts``) with Debian's jekyll, theme-free."""
+    (site_source / "_config.yml").write_text("title: course\nmarkdown: kramdown\n")
+    (site_source / "_layouts").mkdir(exist_ok=True)
+    (site_source / "_layouts/post.html").write_text(JEKYLL_LAYOUT)
+    destination = site_source.parent / "_site"
+    result = subprocess.run(
+        [jekyll_executable(), "build", "--source", str(site_source), "--destination",
+         str(destination)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    return destination
+
+
+def check_jekyll_site(posts: list[Path], built: Path) -> None:
+    """Every post is in ``built`` at its permalink, and its relative links resolve."""
+    for post in posts:
+        meta, _ = split_post(post)
+        page = built / meta["permalink"].lstrip("/")
+        assert page.is_file(), f"{post.name} is not in _site (dated after today?)"
+        text = page.read_text(encoding="utf-8")
+        assert f"<h1>{meta['title']}</h1>" in text.replace("&amp;", "&")
+        for link in re.findall(r'(?:href|src)="([^"#:]+)"', text):
+            assert (page.parent / link).resolve().is_file(), f"{page.name}: {link}"
+
+
+def test_jekyll_builds_every_post(rendered):
+    built = jekyll_build(rendered / "blog")
+    posts = sorted((rendered / "blog/_posts").glob("*.md"))
+    check_jekyll_site(posts, built)
+    page = (built / "posts/01-test-post.html").read_text(encoding="utf-8")
+    assert '<a href="02-second.html">notebook 02</a>' in page and "{{ not liquid }}" in page
+    assert 'alt="a red zigzag"' in page
 
 
 # -- a real browser ---------------------------------------------------------------------
@@ -321,9 +539,19 @@ def test_site_opens_in_a_browser_without_console_errors(browser, rendered, tmp_p
     )
     assert "red plain" in outputs and "a library warning" not in outputs
     images = browser.evaluate(
-        "Array.from(document.images).map(i => i.complete && i.naturalWidth > 0)"
+        "Array.from(document.images).map(i => i.complete && i.naturalWidth > 0 && i.alt)"
     )
-    assert images == [True, True]
+    assert images == ["a red zigzag", "The figures"]
+    # the output's <style> is gone: its rule would have turned every <pre> red
+    assert (
+        browser.evaluate("getComputedStyle(document.querySelector('pre')).color")
+        != "rgb(255, 0, 0)"
+    )
+    links = browser.evaluate(
+        "Array.from(document.querySelectorAll('.jp-RenderedMarkdown a[href=\"02-second.html\"]'),"
+        " a => a.textContent)"
+    )
+    assert "notebook 02" in links
     assert browser.evaluate("document.querySelector('nav.site-nav a').href").endswith("/index.html")
     page_shot = browser.screenshot(tmp_path / "page.png")
     for shot in (index_shot, page_shot):

@@ -1,10 +1,13 @@
 """The published edition (published/): executed on an H100 (notebook 08 on two H200s),
 without errors, and still the code of notebooks/."""
 
+import datetime as dt
+import re
 from pathlib import Path
 
 import nbformat
 import pytest
+from test_blog import check_jekyll_site, jekyll_build, split_post
 
 from tools.publishing import blog
 
@@ -15,13 +18,18 @@ SOURCES = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 @pytest.fixture(params=SOURCES, ids=lambda p: p.name)
 def pair(request):
     published = ROOT / "published" / request.param.name
-    assert published.exists(), f"{published} is missing: execute the notebook on a GPU (published/README.md)"
+    assert published.exists(), (
+        f"{published} is missing: execute the notebook on a GPU (published/README.md)"
+    )
     return nbformat.read(request.param, as_version=4), nbformat.read(published, as_version=4)
 
 
 def code(notebook) -> list[str]:
-    return [c.source for c in notebook.cells if c.cell_type == "code"
-            and "injected-parameters" not in c.metadata.get("tags", [])]
+    return [
+        c.source
+        for c in notebook.cells
+        if c.cell_type == "code" and "injected-parameters" not in c.metadata.get("tags", [])
+    ]
 
 
 # Where each notebook's published run happened: an H100, except the two-GPU notebook.
@@ -42,6 +50,16 @@ def test_published_code_is_the_code_of_the_notebook(pair):
     assert code(published) == code(source), "re-run the notebook on a GPU into published/"
 
 
-def test_the_published_edition_renders(tmp_path):
-    posts, pages = blog.render(ROOT / "published", tmp_path / "_posts", tmp_path / "site")
+def test_the_published_edition_renders(tmp_path, monkeypatch):
+    """As an instructor publishes it: from another HOME, every post dated on or before the
+    day its notebook ran, titled without its number, linking out, and built by Jekyll."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    posts, pages = blog.render(ROOT / "published", tmp_path / "blog/_posts", tmp_path / "site")
     assert len(posts) == len(SOURCES) and len(pages) == len(SOURCES) + 1
+    for source, post in zip(SOURCES, sorted(posts, key=lambda p: p.name[11:])):
+        meta, body = split_post(post)
+        ran = nbformat.read(ROOT / "published" / source.name, as_version=4).metadata.papermill
+        assert meta["date"] <= dt.datetime.fromisoformat(ran.start_time).date(), post.name
+        assert not re.match(r"\d", meta["title"]), meta["title"]
+        assert len(re.findall(r"\]\(https?://", body)) >= 3, post.name
+    check_jekyll_site(posts, jekyll_build(tmp_path / "blog"))

@@ -1,27 +1,40 @@
 """Blog posts and a browsable site from the executed course notebooks.
 
 ``python -m tools.publishing.blog --notebooks build/notebooks --posts build/blog/_posts
---site build/site`` writes
+--site build/site [--layout post]`` writes
 
-* one Jekyll post per notebook, ``<posts>/YYYY-MM-DD-<slug>.md``, front matter from the
-  notebook's ``blog`` metadata, figures in ``<posts>/../assets/images/<slug>/`` linked
-  relatively (the post's ``permalink`` is one level deep, so the same relative link works
-  on disk, on GitHub and in the built blog, whatever its ``baseurl``);
+* one Jekyll post per notebook, ``<posts>/YYYY-MM-DD-<slug>.md``, dated the day the
+  notebook ran (papermill's or the kernel's timestamps, else its ``blog.date``), never after
+  today; front matter ``layout``, ``title`` (the first heading without its number),
+  ``description``, ``author``, ``date``, ``categories``, ``image`` (the first figure),
+  ``toc``, ``comments`` and ``permalink``; figures in ``<posts>/../assets/images/<slug>/``
+  linked relatively (the permalink is one level deep, so the same relative link works on
+  disk and in the built blog, whatever its ``baseurl``);
 * a self-contained static site: ``<site>/index.html`` and one page per notebook (figures
   embedded, CSS inlined, no script or font from a CDN, so it works offline).
 
-Both are rendered with nbconvert from a cleaned copy of each notebook: ANSI colour codes
-removed, carriage-return progress updates collapsed to their final state, Python warnings
-dropped from stderr (other stderr, such as Lightning's info lines, is kept), matplotlib
-object reprs such as ``[<matplotlib.lines.Line2D at 0x...>]`` dropped, and local path
-prefixes rewritten (the repository root becomes a relative path, the home folder ``~``,
-site-packages ``<site-packages>``; ``--replace`` adds more). Cells tagged ``remove-cell``,
-``remove-input`` or ``remove-output`` lose that part.
+``series.yml`` ties the course's numbering to the original series: every post opens with
+the part it remakes (or says it is new) and the whole mapping; its prose links the docs in
+``links`` at their first mention and every "notebook 0N" to that post (a relative link that
+works in Jekyll and in the site).
 
-Posts are made only from clean runs. A notebook that was not executed, holds an error
+Both are rendered with nbconvert from a cleaned copy of each notebook: ANSI codes removed;
+carriage-return progress collapsed to its last state; Python warnings dropped from stderr,
+which then reads as plain output; matplotlib reprs dropped; ``<style>`` blocks removed from
+HTML outputs; tables over 20 rows and logs over 40 lines shortened to head and tail; figures
+given alt text (the output's ``alt`` or ``title`` metadata, else the cell's plot title, else
+the nearest heading); papermill's injected parameters labelled. Local paths are rewritten
+from where each notebook ran: the repository root found in its outputs and papermill paths
+becomes relative, home folders ``~``, site-packages ``<site-packages>``, ``/tmp`` ``<tmp>``
+(``--replace`` adds more); a render that still shows an absolute local path fails, naming
+the file and the line. Cells tagged ``remove-cell``, ``remove-input`` or ``remove-output``
+lose that part.
+
+Posts are made only from clean runs: a notebook that was not executed, holds an error
 output, has a top-level ``plt.show()`` without a figure (executed with ``MPLBACKEND=Agg``),
-or lacks complete ``blog`` metadata stops the render before anything is written, with a
-message naming the notebook and the cell.
+or lacks ``blog`` metadata stops the render before anything is written, with a message
+naming the notebook and the cell. A table that pandas cut when the notebook ran is named in
+a warning: set ``pd.set_option("display.max_colwidth", None)`` in the notebook.
 """
 
 from __future__ import annotations
@@ -32,21 +45,21 @@ import datetime as dt
 import html
 import os
 import re
-import shutil
 import sys
-import sysconfig
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 import yaml
 from jinja2 import DictLoader
 from nbconvert import HTMLExporter, MarkdownExporter
+from nbformat.v4 import new_markdown_cell
 from traitlets.config import Config
 
 from nailseg_common import paths
 from tools.publishing.export import ExportError, notebook_title
 
+SERIES_FILE = Path(__file__).with_name("series.yml")
 ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 # ``warnings.formatwarning``: "<file>:<line>: <Category>: <message>", then the source
 # line indented; logging's default format: "WARNING:<logger>:<message>".
@@ -54,7 +67,46 @@ WARNING_HEADER_RE = re.compile(r"^\S.*?:\d+: \w*Warning: |^WARNING:")
 MATPLOTLIB_REPR_RE = re.compile(r"\[?<matplotlib\.[^\n]*>\]?|Text\([^\n]*\)")
 SHOW_RE = re.compile(r"^plt\.show\(\)", re.MULTILINE)  # top level, not in a def
 DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
+NUMBERED_TITLE_RE = re.compile(r"^\d+\s*[·.:-]\s*")
 TEXT_MIME_TYPES = ("text/plain", "text/html", "text/markdown", "text/latex")
+
+# Paths no reader should see: a post or page holding one fails the render.
+_AFTER = r"(?![\w.-])"
+LOCAL_PATH_RE = re.compile(
+    r"(?<![\w.~:/-])(?:/root|/home/[\w.-]+|/Users/[\w.-]+|/work|/workspace|/tmp|/mnt"
+    r"|/scratch|/private|/var/folders)" + _AFTER
+)
+# A repository the notebook ran in shows as the parent of one of the course's folders.
+RUN_ROOT_RE = re.compile(
+    r"(?<![\w.~:/-])((?:/[\w.+@-]+)+?)/(?:data|runs|notebooks|results|build|nailseg_common)/"
+)
+GENERIC_PATHS = (  # after the known prefixes: what any machine's paths become
+    (re.compile(r"(?<![\w.~:/-])(?:/[^\s/'\"<>()]+)+/(?:site|dist)-packages" + _AFTER),
+     "<site-packages>"),
+    (re.compile(r"(?<![\w.~:/-])(?:/root|/home/[\w.-]+|/Users/[\w.-]+)" + _AFTER), "~"),
+    (re.compile(r"(?<![\w.~:/-])(?:/private)?/tmp" + _AFTER), "<tmp>"),
+)  # fmt: skip
+
+# A progress bar that never moved ("Training: |    | 0/? [00:00<?, ?it/s]") says nothing.
+IDLE_PROGRESS_RE = re.compile(r"^.*\| *0/(?:\d+|\?) \[00:00<.*\n?", re.MULTILINE)
+STYLE_RE = re.compile(r"<style\b.*?</style>\s*", re.DOTALL | re.IGNORECASE)
+TBODY_RE = re.compile(r"(<tbody>\s*)(.*?)(</tbody>)", re.DOTALL)
+ROW_RE = re.compile(r"<tr\b.*?</tr>\s*", re.DOTALL)
+CUT_CELL_RE = re.compile(r"<t[dh][^>]*>[^<]*(?:\.\.\.|…)</t[dh]>")
+TABLE_ROWS, TABLE_HEAD, TABLE_TAIL = 20, 10, 5
+LOG_LINES, LOG_HEAD, LOG_TAIL = 40, 20, 10
+PLOT_TITLE_RE = re.compile(r"""\b(suptitle|set_title|title)\(\s*(["'])(.+?)(?<!\\)\2""")
+HEADING_RE = re.compile(r"^#{1,6}\s+(.+)$", re.MULTILINE)
+
+# Markdown a link must not go into: code, math, links, tags, headings, bare URLs.
+PROSE_SKIP = (
+    r"```.*?```|~~~.*?~~~|\$\$.*?\$\$|\$[^$\n]+\$|!?\[[^\]]*\]\([^)]*\)|<[^>\n]*>"
+    r"|^[ \t]*#[^\n]*$|https?://[^\s)>]+"
+)
+_NUMBER = r"\d\d\b(?:\s\([^()\n]*\))?"  # "03" or "03 (Kornia)"
+_BETWEEN = r"(?:,\s*|\s+(?:and|or|to)\s+|\s*[-–]\s*)"  # "02, 03", "02 and 03", "02-04"
+NOTEBOOK_REF = rf"\b[Nn]otebooks?\s+{_NUMBER}(?:{_BETWEEN}{_NUMBER})*"
+ORIGINAL_REF = r"\boriginal (?:series|posts?)\b"
 
 PAGE_TEMPLATE = """\
 {%- extends 'index.html.j2' -%}
@@ -73,6 +125,28 @@ nav.site-nav a { color: var(--jp-brand-color1); text-decoration: none; }
 {{ super() }}
 <nav class="site-nav">{{ resources.site_nav }}</nav>
 {%- endblock body_header -%}
+{% block data_png scoped %}
+<div class="jp-RenderedImage jp-OutputArea-output">
+<img src="data:image/png;base64,{{ output.data['image/png'] | escape_html }}"
+ alt="{{ output.metadata.get('alt', '') | escape_html }}">
+</div>
+{% endblock data_png %}
+{% block data_jpg scoped %}
+<div class="jp-RenderedImage jp-OutputArea-output">
+<img src="data:image/jpeg;base64,{{ output.data['image/jpeg'] | escape_html }}"
+ alt="{{ output.metadata.get('alt', '') | escape_html }}">
+</div>
+{% endblock data_jpg %}
+"""
+
+POST_TEMPLATE = """\
+{%- extends 'index.md.j2' -%}
+{% block data_png %}
+![{{ output.metadata.alt }}]({{ output.metadata.filenames['image/png'] | path2url }})
+{% endblock data_png %}
+{% block data_jpg %}
+![{{ output.metadata.alt }}]({{ output.metadata.filenames['image/jpeg'] | path2url }})
+{% endblock data_jpg %}
 """
 
 INDEX_STYLE = """
@@ -101,8 +175,11 @@ class Article:
 
     source: Path
     slug: str
+    number: int | None
     meta: dict
     notebook: nbformat.NotebookNode
+    roots: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def post_name(self) -> str:
@@ -113,57 +190,111 @@ class Article:
         return f"{self.slug}.html"
 
 
+def load_series(path: Path = SERIES_FILE) -> dict:
+    """The course's series data (``series.yml``)."""
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
 def slugify(name: str) -> str:
     """``01_data_preparation`` -> ``01-data-preparation``."""
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
-def path_replacements(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """Local path prefixes and what a reader sees instead; longest prefix wins.
+# -- dates -------------------------------------------------------------------------------
 
-    The repository root maps to ``""`` (paths become relative to it).
-    """
+
+def run_date(notebook: nbformat.NotebookNode) -> dt.date | None:
+    """The day the notebook started running (UTC): papermill's start, else the first cell's."""
+    stamps = [notebook.metadata.get("papermill", {}).get("start_time")]
+    for cell in notebook.cells:
+        stamps.append(cell.metadata.get("papermill", {}).get("start_time"))
+        stamps.append(cell.metadata.get("execution", {}).get("iopub.execute_input"))
+    for stamp in stamps:
+        if isinstance(stamp, str):
+            try:
+                return dt.datetime.fromisoformat(stamp).astimezone(dt.UTC).date()
+            except ValueError:
+                continue
+    return None
+
+
+# -- local paths -------------------------------------------------------------------------
+
+
+def machine_replacements(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This checkout's folders, as a reader should see them, and ``--replace``'s."""
     repo = str(paths.REPO_ROOT)
     found: dict[str, str] = {}
-    for key in ("purelib", "platlib"):
-        found[sysconfig.get_paths()[key]] = "<site-packages>"
     for name, where in (("<data-dir>", paths.data_dir()), ("<runs-dir>", paths.runs_dir())):
         if not str(where).startswith(repo + os.sep):
             found[str(where)] = name
     if os.environ.get("NAILSEG_DATA_ROOT"):
         found[str(Path(os.environ["NAILSEG_DATA_ROOT"]).expanduser().resolve())] = "<data-root>"
     found[repo] = ""
-    home = str(Path.home())
-    if home not in ("/", ""):
-        found[home] = "~"
     found.update(extra or {})
-    return dict(sorted(found.items(), key=lambda item: -len(item[0])))
+    return found
+
+
+def run_roots(notebook: nbformat.NotebookNode) -> dict[str, str]:
+    """Where the notebook ran, read from the notebook: the repository folders that its
+    papermill paths and its outputs name (``<root>/data/...``), each shown as relative."""
+    texts = [
+        str(v) for k, v in notebook.metadata.get("papermill", {}).items() if k.endswith("_path")
+    ]
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            texts.append(output.get("text", ""))
+            texts += [output.get("data", {}).get(mime, "") for mime in TEXT_MIME_TYPES]
+    roots = {}
+    for text in texts:
+        for match in RUN_ROOT_RE.finditer(text if isinstance(text, str) else ""):
+            if LOCAL_PATH_RE.match(match.group(1)):
+                roots[match.group(1)] = ""
+    return roots
 
 
 def _prefix_pattern(prefix: str) -> re.Pattern:
     # A prefix only counts as a whole path component: "/root" matches "/root/x", not "/rootfs".
-    return re.compile(re.escape(prefix) + r"(?![\w.-])(/?)")
+    return re.compile(r"(?<![\w.~:/-])" + re.escape(prefix) + r"(?![\w.-])(/?)")
 
 
-def replace_local_paths(text: str, replacements: dict[str, str]) -> str:
-    """Rewrite every local path prefix in ``text`` as ``replacements`` says."""
-    for prefix, new in replacements.items():
+def replace_local_paths(text: str, replacements: dict[str, str], markup: bool = False) -> str:
+    """Rewrite the known prefixes (longest first), then any home, site-packages or /tmp;
+    ``markup``: ``text`` is HTML, so ``<tmp>`` is written ``&lt;tmp&gt;``."""
+    show = html.escape if markup else str
+    for prefix, new in sorted(replacements.items(), key=lambda item: -len(item[0])):
         if new:
-            text = _prefix_pattern(prefix).sub(lambda m, new=new: new + m.group(1), text)
+            shown = show(new)
+            text = _prefix_pattern(prefix).sub(lambda m, shown=shown: shown + m.group(1), text)
         else:
             text = _prefix_pattern(prefix).sub(lambda m: "" if m.group(1) else ".", text)
+    for pattern, new in GENERIC_PATHS:
+        text = pattern.sub(show(new), text)
     return text
 
 
-def find_local_paths(text: str, replacements: dict[str, str]) -> list[str]:
-    """The local path prefixes still present in ``text``."""
-    return [prefix for prefix in replacements if _prefix_pattern(prefix).search(text)]
+def find_local_paths(text: str, prefixes=()) -> list[tuple[int, str]]:
+    """(line number, path) of every absolute local path left in ``text``."""
+    text = re.sub(r"data:[\w/+.-]+;base64,[A-Za-z0-9+/=]+", "data:", text)
+    patterns = [LOCAL_PATH_RE] + [_prefix_pattern(p) for p in prefixes if p]
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        for pattern in patterns:
+            for match in pattern.finditer(line):
+                rest = re.match(r"[^\s'\"<>)\]]*", line[match.start() :]).group()
+                found.append((number, rest))
+    return sorted(set(found))
+
+
+# -- outputs -----------------------------------------------------------------------------
 
 
 def collapse_carriage_returns(text: str) -> str:
     """Keep what a terminal would show last on each line (progress bars)."""
     lines = text.replace("\r\n", "\n").split("\n")
-    return "\n".join(next((s for s in reversed(line.split("\r")) if s), "") for line in lines)
+    return "\n".join(
+        next((s for s in reversed(line.split("\r")) if s.strip()), "") for line in lines
+    )
 
 
 def drop_warnings(text: str) -> str:
@@ -180,24 +311,76 @@ def drop_warnings(text: str) -> str:
     return "".join(kept)
 
 
-def _clean_outputs(outputs: list, replacements: dict[str, str]) -> list:
+def shorten_log(text: str) -> str:
+    """A log over ``LOG_LINES`` lines as its head and tail, saying how much is left out."""
+    lines = text.splitlines(keepends=True)
+    if len(lines) <= LOG_LINES:
+        return text
+    omitted = len(lines) - LOG_HEAD - LOG_TAIL
+    return "".join(lines[:LOG_HEAD] + [f"… {omitted} lines omitted …\n"] + lines[-LOG_TAIL:])
+
+
+def shorten_table(table: str) -> str:
+    """An HTML table over ``TABLE_ROWS`` body rows as its head and tail rows, whole cells."""
+
+    def body(match: re.Match) -> str:
+        rows = ROW_RE.findall(match.group(2))
+        if len(rows) <= TABLE_ROWS:
+            return match.group(0)
+        columns = len(re.findall(r"<t[dh]\b", rows[0]))
+        omitted = len(rows) - TABLE_HEAD - TABLE_TAIL
+        gap = f'<tr><td colspan="{columns}">… {omitted} rows omitted …</td></tr>\n'
+        return (
+            match.group(1)
+            + "".join(rows[:TABLE_HEAD] + [gap] + rows[-TABLE_TAIL:])
+            + match.group(3)
+        )
+
+    return TBODY_RE.sub(body, table)
+
+
+def _merge_streams(outputs: list) -> list:
     merged: list = []
     for output in outputs:
+        previous = merged[-1] if merged else None
         if (
             output.output_type == "stream"
-            and merged
-            and merged[-1].output_type == "stream"
-            and merged[-1].name == output.name
+            and previous is not None
+            and previous.output_type == "stream"
+            and previous.name == output.name
         ):
-            merged[-1].text += output.text
+            previous.text += output.text
         else:
             merged.append(output)
+    return merged
+
+
+def _plain_text(markdown: str) -> str:
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", markdown)
+    return re.sub(r"\s+", " ", re.sub(r"[*_`#\[\]]", "", text)).strip()
+
+
+def figure_alt(output, source: str, heading: str) -> str:
+    """Alt text: the output's own ``alt``/``title``, else the cell's literal plot title
+    (``suptitle`` first), else the nearest heading before the cell."""
+    meta = output.get("metadata", {})
+    for where in [meta] + [meta.get(m, {}) for m in ("image/png", "image/jpeg")]:
+        if isinstance(where, dict) and (where.get("alt") or where.get("title")):
+            return _plain_text(str(where.get("alt") or where.get("title")))
+    titles = sorted(PLOT_TITLE_RE.findall(source), key=lambda t: t[0] != "suptitle")
+    return _plain_text(titles[0][2] if titles else NUMBERED_TITLE_RE.sub("", heading))
+
+
+def _clean_outputs(cell, replacements: dict[str, str], heading: str, where: str) -> list[str]:
+    """Clean one code cell's outputs in place; return warnings about them."""
+    warnings = []
     cleaned = []
-    for output in merged:
+    for output in _merge_streams(cell.outputs):
         if output.output_type == "stream":
-            text = collapse_carriage_returns(ANSI_RE.sub("", output.text))
+            text = IDLE_PROGRESS_RE.sub("", collapse_carriage_returns(ANSI_RE.sub("", output.text)))
             if output.name == "stderr":
                 text = drop_warnings(text)
+            output.name = "stdout"  # what is left of stderr is information, not an error
             output.text = replace_local_paths(text, replacements)
             if not output.text.strip():
                 continue
@@ -207,18 +390,34 @@ def _clean_outputs(outputs: list, replacements: dict[str, str]) -> list:
                 continue
             for mime in TEXT_MIME_TYPES:
                 if mime in data:
-                    data[mime] = replace_local_paths(ANSI_RE.sub("", data[mime]), replacements)
+                    text = ANSI_RE.sub("", data[mime])
+                    data[mime] = replace_local_paths(text, replacements, mime == "text/html")
+            if "text/html" in data:
+                table = STYLE_RE.sub("", data["text/html"])
+                if 'class="dataframe' in table and CUT_CELL_RE.search(table):
+                    warnings.append(
+                        f"{where}: pandas cut this table when the notebook ran "
+                        "(display.max_colwidth or max_rows): the post shows it cut"
+                    )
+                data["text/html"] = shorten_table(table)
+            if any(mime.startswith("image/") for mime in data):
+                output.metadata["alt"] = figure_alt(output, cell.source, heading)
         cleaned.append(output)
-    return cleaned
+    cell.outputs = _merge_streams(cleaned)
+    for output in cell.outputs:
+        if output.output_type == "stream":
+            output.text = shorten_log(output.text)
+    return warnings
+
+
+# -- checks ------------------------------------------------------------------------------
 
 
 def _problems(notebook: nbformat.NotebookNode) -> list[str]:
     problems = []
     blog = notebook.metadata.get("blog")
     if not isinstance(blog, dict):
-        problems.append(
-            'no "blog" notebook metadata: add {"description", "categories", "date"}'
-        )
+        problems.append('no "blog" notebook metadata: add {"description", "categories", "date"}')
     else:
         if not isinstance(blog.get("description"), str) or not blog["description"].strip():
             problems.append('blog metadata "description" must be a non-empty string')
@@ -233,7 +432,10 @@ def _problems(notebook: nbformat.NotebookNode) -> list[str]:
             and all(isinstance(c, str) and c for c in categories)
         ):
             problems.append('blog metadata "categories" must be a non-empty list of strings')
-        if not (isinstance(blog.get("date"), str) and DATE_RE.fullmatch(blog["date"])):
+        date = blog.get("date")
+        if not (isinstance(date, str) and DATE_RE.fullmatch(date)) and (
+            date is not None or run_date(notebook) is None
+        ):
             problems.append('blog metadata "date" must be a "YYYY-MM-DD" string')
     for index, cell in enumerate(notebook.cells):
         if cell.cell_type != "code":
@@ -257,32 +459,157 @@ def _problems(notebook: nbformat.NotebookNode) -> list[str]:
     return problems
 
 
-def load_article(path: Path, replacements: dict[str, str]) -> Article:
+def load_article(path: Path, replacements: dict[str, str], today: dt.date) -> Article:
     """Read, check and clean one executed notebook; ``BlogError`` if it cannot be published."""
     notebook = nbformat.read(path, as_version=4)
     problems = _problems(notebook)
     if problems:
         raise BlogError(f"{path}: " + "; ".join(problems))
-    for cell in notebook.cells:
+    roots = run_roots(notebook)
+    replacements = {**replacements, **roots}
+    heading, warnings, cells = notebook_title(notebook), [], []
+    for index, cell in enumerate(notebook.cells):
         cell.source = replace_local_paths(cell.source, replacements)
-        if cell.cell_type == "code":
-            cell.outputs = _clean_outputs(cell.outputs, replacements)
-    meta = {**notebook.metadata.blog, "title": notebook_title(notebook)}
-    return Article(source=path, slug=slugify(path.stem), meta=meta, notebook=notebook)
+        if cell.cell_type == "markdown":
+            heading = (HEADING_RE.findall(cell.source) or [heading])[-1]
+        elif cell.cell_type == "code":
+            warnings += _clean_outputs(cell, replacements, heading, f"{path} cell {index}")
+            if "injected-parameters" in cell.metadata.get("tags", []):
+                cell.source = re.sub(r"^# Parameters\n", "", cell.source)
+                cells.append(new_markdown_cell("Parameters injected for this run:"))
+        cells.append(cell)
+    notebook.cells = cells
+    title = NUMBERED_TITLE_RE.sub("", notebook_title(notebook))
+    ran = run_date(notebook) or dt.date.fromisoformat(notebook.metadata.blog["date"])
+    meta = {**notebook.metadata.blog, "title": title, "date": min(ran, today)}
+    number = re.match(r"\d+", path.stem)
+    return Article(
+        source=path, slug=slugify(path.stem), number=int(number.group()) if number else None,
+        meta=meta, notebook=notebook, roots=roots, warnings=warnings,
+    )  # fmt: skip
 
 
-def front_matter(article: Article) -> str:
+# -- the series and links ----------------------------------------------------------------
+
+
+def link_prose(article: Article, series: dict, pages: dict[int, str]) -> None:
+    """Link the markdown cells' prose in place: each ``links`` entry and the original
+    series at their first mention in the post, every "notebook NN" to that post."""
+    original = series["original"]
+    part = series["notebooks"].get(article.number, {}).get("part")
+    terms = [(entry["pattern"], entry.get("code"), entry["url"]) for entry in series["links"]]
+    terms.append(
+        (ORIGINAL_REF, None, original["parts"][part]["url"] if part else original["index"])
+    )
+    master = re.compile(
+        "|".join(
+            [f"(?P<skip>{PROSE_SKIP})", r"(?P<code>`[^`\n]+`)", f"(?P<notebooks>{NOTEBOOK_REF})",
+             r"(?P<part>\b[Pp]art (?P<roman>[IVX]+)\b)"]
+            + [f"(?P<t{i}>{pattern})" for i, (pattern, _, _) in enumerate(terms)]
+        ),
+        re.DOTALL | re.MULTILINE,
+    )  # fmt: skip
+    linked: set = set()
+
+    def first(key, text: str, url: str) -> str:
+        if key in linked:
+            return text
+        linked.add(key)
+        return f"[{text}]({url})"
+
+    def notebooks(text: str) -> str:
+        out, pos = [], 0
+        numbers = [m for m in re.finditer(r"\([^()]*\)|\d\d", text) if m.group()[0] != "("]
+        for k, number in enumerate(numbers):
+            start = 0 if k == 0 else number.start()
+            chunk = re.sub(r"\s+", " ", text[start : number.end()])
+            page = pages.get(int(number.group())) if int(number.group()) != article.number else None
+            out += [text[pos:start], f"[{chunk}]({page})" if page else chunk]
+            pos = number.end()
+        return "".join(out) + text[pos:]
+
+    def link(match: re.Match) -> str:
+        text = match.group()
+        if match.group("skip") is not None:
+            return text
+        if match.group("code") is not None:
+            for i, (_, code, url) in enumerate(terms):
+                if code and re.search(code, text[1:-1]):
+                    return first(i, text, url)
+            return text
+        if match.group("notebooks") is not None:
+            return notebooks(text)
+        if match.group("part") is not None:
+            known = original["parts"].get(match.group("roman"))
+            return first(match.group("roman"), text, known["url"]) if known else text
+        i = next(i for i in range(len(terms)) if match.group(f"t{i}") is not None)
+        return first(i, text, terms[i][2])
+
+    for cell in article.notebook.cells:
+        if cell.cell_type == "markdown":
+            cell.source = master.sub(link, cell.source)
+
+
+def series_opening(article: Article, series: dict, pages: dict[int, str]) -> str:
+    """The blockquote a post opens with: the part of the original series it remakes, and
+    how the course's numbering maps to the original's parts."""
+    original, dataset = series["original"], series["dataset"]
+    index = f"[{original['name']}]({original['index']})"
+    about = f"{index}, {original['author']}'s series on the [{dataset['name']}]({dataset['url']})"
+    entry = series["notebooks"].get(article.number, {})
+    if entry.get("part"):
+        part = original["parts"][entry["part"]]
+        what = f" ({entry['what']})" if entry.get("what") else ""
+        link = f"[part {entry['part']}, *{part['title']}*]({part['url']})"
+        first = f"This post remakes {link}{what} of {about}."
+    else:
+        first = f"This post is new in the course: {about}, has no part like it."
+    remade, new = [], []
+    for number, item in sorted(series["notebooks"].items()):
+        name = f"{number:02d}"
+        if number in pages and number != article.number:
+            name = f"[{name}]({pages[number]})"
+        if item.get("part"):
+            url = original["parts"][item["part"]]["url"]
+            remade.append(f"{name} {item['label']} remakes [part {item['part']}]({url})")
+        else:
+            new.append(f"{name} {item['label']}")
+    new_text = ", ".join(new[:-1]) + f" and {new[-1]}" if len(new) > 1 else "".join(new)
+    mapping = "; ".join(remade) + (f"; {new_text} are new." if new else ".")
+    return f"> {first}\n>\n> The course's notebooks: {mapping}"
+
+
+def prepare(article: Article, series: dict, pages: dict[int, str]) -> None:
+    """Link the prose, then put the title without its number and the series opening first."""
+    link_prose(article, series, pages)
+    first = next(
+        c for c in article.notebook.cells if c.cell_type == "markdown" and c.source.startswith("# ")
+    )
+    rest = first.source.partition("\n")[2].lstrip("\n")
+    opening = series_opening(article, series, pages)
+    first.source = f"# {article.meta['title']}\n\n{opening}\n\n{rest}".rstrip() + "\n"
+
+
+# -- rendering ---------------------------------------------------------------------------
+
+
+def front_matter(article: Article, series: dict, layout: str, image: str | None) -> str:
     """The post's YAML front matter, between ``---`` lines."""
     meta = article.meta
     data = {
-        "layout": "post",
+        "layout": layout,
         "title": meta["title"],
         "description": meta["description"],
-        "toc": True,
+        "author": series["author"],
+        "date": meta["date"],
         "categories": list(meta["categories"]),
-        "date": dt.date.fromisoformat(meta["date"]),
+        "image": image,
+        "toc": True,
+        "comments": bool(series.get("comments", True)),
         "permalink": f"/posts/{article.slug}.html",
     }
+    if image is None:
+        del data["image"]
     dumped = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1000)
     return f"---\n{dumped}---\n"
 
@@ -305,31 +632,33 @@ def _exporter_config() -> Config:
     return config
 
 
-def write_post(article: Article, posts_dir: Path, assets_dir: Path) -> Path:
-    """Write the Jekyll post and its figures; return the post's path."""
+def render_post(
+    article: Article, series: dict, posts_dir: Path, assets_dir: Path, layout: str
+) -> tuple[Path, str, dict[Path, bytes]]:
+    """The post's path, its text and its figures (path: bytes)."""
     config = _exporter_config()
     config.ExtractOutputPreprocessor.enabled = True
-    exporter = MarkdownExporter(config=config)
-    figures = assets_dir / article.slug
-    link_base = Path(os.path.relpath(figures, posts_dir)).as_posix()
+    exporter = MarkdownExporter(
+        config=config,
+        extra_loaders=[DictLoader({"post.md.j2": POST_TEMPLATE})],
+        template_file="post.md.j2",
+    )
+    figures_dir = assets_dir / article.slug
+    link_base = Path(os.path.relpath(figures_dir, posts_dir)).as_posix()
     body, resources = exporter.from_notebook_node(
         _without_title(article.notebook),
         resources={"output_files_dir": link_base, "unique_key": article.slug},
     )
-    if figures.exists():
-        shutil.rmtree(figures)
-    if resources["outputs"]:
-        figures.mkdir(parents=True)
-    for name, data in resources["outputs"].items():
-        (figures / Path(name).name).write_bytes(data)
+    figures = {figures_dir / Path(name).name: data for name, data in resources["outputs"].items()}
+    image = None
+    site_root = posts_dir.parent
+    if figures and next(iter(figures)).is_relative_to(site_root):
+        image = "/" + next(iter(figures)).relative_to(site_root).as_posix()
     body = body.strip() + "\n"
     if "{{" in body or "{%" in body:  # keep Liquid away from code and outputs
         body = "{% raw %}\n" + body + "{% endraw %}\n"
-    for stale in posts_dir.glob(f"????-??-??-{article.slug}.md"):
-        stale.unlink()
-    post = posts_dir / article.post_name
-    post.write_text(front_matter(article) + "\n" + body, encoding="utf-8")
-    return post
+    text = front_matter(article, series, layout, image) + "\n" + body
+    return posts_dir / article.post_name, text, figures
 
 
 def _nav(articles: list[Article], index: int) -> str:
@@ -343,8 +672,8 @@ def _nav(articles: list[Article], index: int) -> str:
     return " ".join(links)
 
 
-def write_page(articles: list[Article], index: int, site_dir: Path) -> Path:
-    """Write one notebook's self-contained HTML page."""
+def render_page(articles: list[Article], index: int) -> str:
+    """One notebook's self-contained HTML page."""
     article = articles[index]
     exporter = HTMLExporter(
         config=_exporter_config(),
@@ -356,13 +685,11 @@ def write_page(articles: list[Article], index: int, site_dir: Path) -> Path:
         article.notebook,
         resources={"metadata": {"name": article.meta["title"]}, "site_nav": _nav(articles, index)},
     )
-    page = site_dir / article.page_name
-    page.write_text(body, encoding="utf-8")
-    return page
+    return body
 
 
-def write_index(articles: list[Article], site_dir: Path, title: str) -> Path:
-    """Write the site's index: every notebook with its date, description and categories."""
+def render_index(articles: list[Article], title: str) -> str:
+    """The site's index: every notebook with its date, description and categories."""
     items = []
     for article in articles:
         meta = article.meta
@@ -372,17 +699,14 @@ def write_index(articles: list[Article], site_dir: Path, title: str) -> Path:
             f"<p>{html.escape(meta['description'])}</p>"
             f'<p class="meta">{meta["date"]} {tags}</p></li>'
         )
-    page = site_dir / "index.html"
-    page.write_text(
+    return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1.0">\n'
         f"<title>{html.escape(title)}</title>\n<style>{INDEX_STYLE}</style>\n</head>\n"
         f"<body>\n<main>\n<h1>{html.escape(title)}</h1>\n"
         f'<p class="lead">{len(articles)} notebooks, executed and rendered.</p>\n'
-        f"<ol>\n{chr(10).join(items)}\n</ol>\n</main>\n</body>\n</html>\n",
-        encoding="utf-8",
+        f"<ol>\n{chr(10).join(items)}\n</ol>\n</main>\n</body>\n</html>\n"
     )
-    return page
 
 
 def render(
@@ -392,36 +716,64 @@ def render(
     assets_dir: Path | None = None,
     title: str = "Fast input pipelines for nail segmentation",
     extra_replacements: dict[str, str] | None = None,
+    layout: str = "post",
+    today: dt.date | None = None,
 ) -> tuple[list[Path], list[Path]]:
     """Render every ``*.ipynb`` in ``notebooks_dir``; return (posts, site pages).
 
-    All notebooks are checked before anything is written: one ``BlogError`` lists every
-    notebook that cannot be published.
+    Everything is checked before anything is written: one ``BlogError`` lists every
+    notebook that cannot be published, or every local path a post or page would show.
     """
     notebooks_dir, posts_dir, site_dir = Path(notebooks_dir), Path(posts_dir), Path(site_dir)
     assets_dir = Path(assets_dir) if assets_dir else posts_dir.parent / "assets" / "images"
+    today = today or dt.date.today()
     sources = sorted(notebooks_dir.glob("*.ipynb"))
     if not sources:
         raise BlogError(f"no notebooks in {notebooks_dir}: run `make course` first")
-    replacements = path_replacements(extra_replacements)
+    replacements = machine_replacements(extra_replacements)
+    series = load_series()
     articles, errors = [], []
     for source in sources:
         try:
-            articles.append(load_article(source, replacements))
+            articles.append(load_article(source, replacements, today))
         except BlogError as error:
             errors.append(str(error))
     if errors:
         raise BlogError("cannot publish:\n  " + "\n  ".join(errors))
-    posts_dir.mkdir(parents=True, exist_ok=True)
-    site_dir.mkdir(parents=True, exist_ok=True)
-    posts = [write_post(article, posts_dir, assets_dir) for article in articles]
-    pages = [write_index(articles, site_dir, title)]
-    pages += [write_page(articles, i, site_dir) for i in range(len(articles))]
-    for written in posts + pages:
-        leaked = find_local_paths(written.read_text(encoding="utf-8"), replacements)
-        if leaked:
-            raise BlogError(f"{written}: an output the cleaner does not rewrite shows {leaked}")
-    return posts, pages
+    pages = {a.number: a.page_name for a in articles if a.number is not None}
+    for article in articles:
+        prepare(article, series, pages)
+
+    texts: dict[Path, str] = {site_dir / "index.html": render_index(articles, title)}
+    figures: dict[Path, bytes] = {}
+    posts = []
+    for index, article in enumerate(articles):
+        post, text, post_figures = render_post(article, series, posts_dir, assets_dir, layout)
+        texts[post], posts = text, posts + [post]
+        figures.update(post_figures)
+        texts[site_dir / article.page_name] = render_page(articles, index)
+    prefixes = set(replacements) | {root for a in articles for root in a.roots}
+    leaks = [f"{path}:{line}: {found}" for path, text in texts.items()
+             for line, found in find_local_paths(text, prefixes)]  # fmt: skip
+    if leaks:
+        raise BlogError(
+            "a local path is left (rewrite it with --replace PREFIX=TEXT):\n  " + "\n  ".join(leaks)
+        )
+
+    for article in articles:
+        for stale in posts_dir.glob(f"????-??-??-{article.slug}.md"):
+            stale.unlink()
+        for stale in (assets_dir / article.slug).glob("*"):
+            stale.unlink()
+    for path, data in list(texts.items()) + list(figures.items()):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, str):
+            path.write_text(data, encoding="utf-8")
+        else:
+            path.write_bytes(data)
+    for warning in (w for a in articles for w in a.warnings):
+        print(f"warning: {warning}", file=sys.stderr)
+    return posts, [p for p in texts if p not in posts]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -430,6 +782,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--posts", type=Path, default=Path("build/blog/_posts"))
     parser.add_argument("--site", type=Path, default=Path("build/site"))
     parser.add_argument("--assets", type=Path, help="default: <posts>/../assets/images")
+    parser.add_argument(
+        "--layout",
+        default="post",
+        help="the posts' Jekyll layout: post (minima, fastpages), single (Minimal Mistakes)...",
+    )
     parser.add_argument(
         "--replace",
         action="append",
@@ -441,8 +798,9 @@ def main(argv: list[str] | None = None) -> int:
     extra = dict(item.split("=", 1) for item in args.replace)
     try:
         posts, pages = render(
-            args.notebooks, args.posts, args.site, args.assets, extra_replacements=extra
-        )
+            args.notebooks, args.posts, args.site, args.assets, extra_replacements=extra,
+            layout=args.layout,
+        )  # fmt: skip
     except BlogError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
