@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import matplotlib
+import pandas as pd
 import matplotlib.pyplot as plt  # noqa: F401  (activates the notebook's backend before the style below)
 
 from .environment import environment_report
@@ -27,6 +28,7 @@ def start(profile: str = "", data_root: str | os.PathLike = "", *, seed: int = 0
     cfg = select_profile(profile, **overrides)
     print(environment_report(cfg))
     matplotlib.rcParams["figure.dpi"] = FIGURE_DPI
+    pd.set_option("display.max_colwidth", None)  # tables show whole cells
     data = ensure_prepared(cfg, data_root or None, seed=seed)
     cfg = fit_batch_to_split(cfg, data)
     print(f"data: {data.raw} ({'synthetic' if data.synthetic else 'your photos'}), "
