@@ -131,6 +131,19 @@ def plot_samples_by_type(table, per_type: int = 4, seed: int = 0):
     return fig
 
 
+def plot_synthetic_samples(samples):
+    """Synthetic samples ``(type, image, mask)`` side by side, each image above its mask."""
+    fig, axes = plt.subplots(2, len(samples), figsize=(3 * len(samples), 5.5), squeeze=False)
+    for column, (kind, image, mask) in enumerate(samples):
+        axes[0, column].imshow(image)
+        axes[0, column].set_title(f"type {kind}: {image.shape[1]}x{image.shape[0]}", fontsize=9)
+        axes[1, column].imshow(mask, cmap="gray")
+    for ax in axes.flat:
+        ax.set_axis_off()
+    fig.tight_layout()
+    return fig
+
+
 def plot_image_sizes(table):
     """Width against height per type, and the spread of aspect ratios."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
@@ -176,7 +189,7 @@ def plot_nail_fraction(table, ax=None):
 def plot_augmentation_gallery(panels: dict, max_images: int = 4):
     """One row per image, one column per pipeline; the mask's outline drawn on the image.
 
-    ``panels`` is :func:`nailseg_common.gpu_augmentation.gallery_panels`. A yellow outline
+    ``panels`` is :func:`nailseg_common.gallery.gallery_panels`. A yellow outline
     that hugs the nail after a flip or an affine shows image and mask moved together.
     """
     names = list(panels)
