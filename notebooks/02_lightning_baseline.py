@@ -805,13 +805,13 @@ plt.show()
 # `speed / bound` says how much of the model's speed the pipeline delivers: 1.0 means the
 # data is free, 0.5 means half of the GPU's time is lost to the input.
 #
-# Why not time how long each step *waits* for its batch? Because the DataLoader prefetches:
-# while the GPU runs one step, the workers prepare the next few batches. When the workers
-# are too slow, every step still gets a ready batch most of the time; the steps simply
-# come less often, and the wait per step stays small. A wait share reads about the same for
-# a pipeline that caps the GPU at two thirds of its speed and for one that keeps up with
-# it; the ratio to the bound tells them apart. `bound_images_per_second` runs a fresh
-# model for a few hundred steps at most on a GPU (a few on a CPU).
+# Why not time how long each step *waits* for its batch? Because the waiting hides. The
+# DataLoader's workers prepare batches ahead, and Lightning fetches the next batch before it
+# runs the current step, so a timer around the steps sees little waiting even when the
+# workers cannot keep up: the steps simply come less often. A wait share reads about the
+# same for a pipeline that holds the GPU to two thirds of its speed as for one that keeps up
+# with it; a rate compared with the bound tells them apart. `bound_images_per_second` runs a
+# fresh model for a few hundred steps at most on a GPU (a few on a CPU).
 
 # %%
 on_device = [{key: value.to(cfg.device) for key, value in b.items()} for b in first_batches]
