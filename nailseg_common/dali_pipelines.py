@@ -34,10 +34,8 @@ def dali_device(profile: Profile) -> str:
 
 def where_dali_runs(profile: Profile) -> str:
     """One line: DALI's version and the device of its operators, or why DALI is missing."""
-    if not dali_available():
-        return dali_status()
-    cpu_only = " (CPU-only mode: device_id=None)" if dali_device(profile) == "cpu" else ""
-    return f"{dali_status()} Its operators run on the {dali_device(profile).upper()}{cpu_only}."
+    where = {"gpu": "the GPU", "cpu": "the CPU (CPU-only mode: device_id=None)"}[dali_device(profile)]
+    return f"{dali_status()} Its operators run on {where}." if dali_available() else dali_status()
 
 
 READER_NAME = "images"  # the reader whose epoch the iterator follows

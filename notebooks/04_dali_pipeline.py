@@ -56,14 +56,12 @@
 
 # %%
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 import pytorch_lightning as pl
 import torch
 from IPython.display import display
 
-from nailseg_common import plots, training
-from nailseg_common.benchmark import describe_targets, load_results, results_label, summary_table
+from nailseg_common import benchmark, plots, training
 from nailseg_common.metrics import per_image_dice
 from nailseg_common.models import LitNailSegmentation
 from nailseg_common.policy import policy_table
@@ -125,10 +123,8 @@ def dali_device(profile: Profile) -> str:
 
 def where_dali_runs(profile: Profile) -> str:
     """One line: DALI's version and the device of its operators, or why DALI is missing."""
-    if not dali_available():
-        return dali_status()
-    cpu_only = " (CPU-only mode: device_id=None)" if dali_device(profile) == "cpu" else ""
-    return f"{dali_status()} Its operators run on the {dali_device(profile).upper()}{cpu_only}."
+    where = {"gpu": "the GPU", "cpu": "the CPU (CPU-only mode: device_id=None)"}[dali_device(profile)]
+    return f"{dali_status()} Its operators run on {where}." if dali_available() else dali_status()
 
 
 # %%
@@ -186,8 +182,7 @@ mask_files = read_split(data, "train")["npy_mask"].tolist()[:32]
 if HAVE_DALI:
     original, small = run_once(mask_files[:4], types.INTERP_NN)
     for name, batch in (("original", original), ("resized", small)):
-        print(f"{name:9s} {type(batch).__name__:14s} layout {batch.layout()}  "
-              f"shapes {[tuple(batch[i].shape()) for i in range(len(batch))]}")
+        print(f"{name:9s} {type(batch).__name__} {batch.layout()} {[batch[i].shape() for i in range(len(batch))]}")
 
 # %% [markdown]
 # A batch is a `TensorList`: samples may have different shapes (the originals do), and
@@ -640,8 +635,11 @@ if HAVE_DALI:
     resident = [{k: v.to(cfg.device) for k, v in b.items()} for b, _ in zip(train_loader, range(4))]
     bound = training.bound_images_per_second(
         cfg, lambda: LitNailSegmentation(cfg.encoder, cfg.lr, cfg.max_steps), resident, 5 * cfg.bench_steps)
-    print(f"DALI {speed.images_per_second():.1f} training images/s, bound {bound:.1f}: "
-          f"{speed.images_per_second() / bound:.2f} of the bound")
+    ratio = speed.images_per_second() / bound
+    target = next(t.minimum for t in benchmark.TARGETS if (t.pipeline, t.metric) == ("dali", "train_ratio_to_bound"))
+    print(f"DALI {speed.images_per_second():.1f} training images/s (median of {len(speed.epochs) - 1 or 1} epochs), "
+          f"bound {bound:.1f}: {ratio:.2f} of the bound; the course's target (benchmark.TARGETS) {target:.2f} "
+          f"{'met' if ratio >= target else 'missed'} by {abs(ratio - target):.2f}")
 
 # %% [markdown]
 # On a GPU the DALI pipeline runs on its own CUDA stream, `prefetch_queue_depth` batches
@@ -718,13 +716,13 @@ if curves:
 # 05 explains the method. The committed results, and the course's targets for them:
 
 # %%
-reference = load_results()
+reference = benchmark.load_results()
 if reference is None:
     print("No committed reference yet: run `make bench BENCH_OUT=results/benchmark_h100.json` on a GPU.")
 else:
-    print(results_label(reference))
-    display(summary_table(reference).round(2))
-    print(describe_targets(reference))
+    print(benchmark.results_label(reference))
+    display(benchmark.summary_table(reference).round(2))
+    print(benchmark.describe_targets(reference))
 
 # %% [markdown]
 # ## Sidebar: the legacy `ops` / `define_graph` style
@@ -764,7 +762,7 @@ if HAVE_DALI:
     (old,) = legacy.run()
     _, new = run_once(train_images[:4], types.INTERP_LINEAR)  # the first pipeline, written with fn
     print(f"legacy: {type(old).__name__} {old.as_cpu().as_array().shape}; identical to the fn "
-          f"pipeline's: {np.array_equal(old.as_cpu().as_array(), new.as_cpu().as_array())}")
+          f"pipeline's: {(old.as_cpu().as_array() == new.as_cpu().as_array()).all()}")
 
 # %% [markdown]
 # Renamed since the posts: `ops.NumpyReader` is now `ops.readers.Numpy` (`fn.readers.numpy`),
