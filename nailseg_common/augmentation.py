@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import albumentations as A
 import cv2
-import numpy as np
 
+from nailseg_common import gallery
 from nailseg_common.policy import POLICY
+
+augment_pairs, gallery_panels = gallery.augment_pairs, gallery.gallery_panels  # re-exported
 
 
 def resize(image_size: int) -> A.Resize:
@@ -18,11 +20,8 @@ def resize(image_size: int) -> A.Resize:
 
 def policy_transforms() -> list[A.BasicTransform]:
     """The policy ops, in table order, as Albumentations transforms."""
-    ops = POLICY
-    affine = ops["affine"].params
-    shift = affine["translate"]
-    brightness = ops["brightness_contrast"].params
-    blur = ops["gaussian_blur"].params
+    ops, affine, shift = POLICY, POLICY["affine"].params, POLICY["affine"].params["translate"]
+    brightness, blur = ops["brightness_contrast"].params, ops["gaussian_blur"].params
     return [
         A.HorizontalFlip(p=ops["horizontal_flip"].probability),
         A.VerticalFlip(p=ops["vertical_flip"].probability),
@@ -50,20 +49,3 @@ def train_transform(image_size: int, seed: int | None = None) -> A.Compose:
 def valid_transform(image_size: int) -> A.Compose:
     """Resize only: the validation transform."""
     return A.Compose([resize(image_size)])
-
-
-def augment_pairs(transform: A.Compose, images, masks) -> tuple[np.ndarray, np.ndarray]:
-    """``transform`` on each HxWx3 uint8 image and HxW mask: (N×S×S×3 floats in [0, 1], N×S×S)."""
-    pairs = [transform(image=image, mask=mask) for image, mask in zip(images, masks, strict=True)]
-    return np.stack([p["image"] for p in pairs]) / 255.0, np.stack([p["mask"] for p in pairs])
-
-
-def gallery_panels(images: list[np.ndarray], masks: list[np.ndarray], image_size: int,
-                   draws: int = 3, seed: int = 0) -> dict:
-    """Each image resized, then ``draws`` random passes of the training transform:
-    ``{name: (N×S×S×3 float images in [0, 1], N×S×S masks)}`` for the gallery plot."""
-    panels = {"resized": augment_pairs(valid_transform(image_size), images, masks)}
-    augment = train_transform(image_size, seed=seed)
-    for draw in range(1, draws + 1):
-        panels[f"augmented #{draw}"] = augment_pairs(augment, images, masks)
-    return panels

@@ -20,20 +20,16 @@ class NailDataset(Dataset):
     """Image/mask pairs listed in ``frame`` (columns ``image`` and ``mask``: absolute paths)."""
 
     def __init__(self, frame: pd.DataFrame, transform=None):
-        missing = {"image", "mask"} - set(frame.columns)
-        if missing:
-            raise ValueError(f"The split frame lacks columns {sorted(missing)}: use "
-                             "preparation.read_split(location, 'train'|'valid').")
-        self.images = frame["image"].astype(str).tolist()
-        self.masks = frame["mask"].astype(str).tolist()
+        if not {"image", "mask"} <= set(frame.columns):
+            raise ValueError("The frame lacks image/mask columns: use preparation.read_split.")
+        self.images, self.masks = frame["image"].astype(str).tolist(), frame["mask"].astype(str).tolist()
         self.transform = transform
 
     def __len__(self) -> int:
         return len(self.images)
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        image = read_rgb(self.images[index])
-        mask = read_binary_mask(self.masks[index])
+        image, mask = read_rgb(self.images[index]), read_binary_mask(self.masks[index])
         if image.shape[:2] != mask.shape:
             raise ValueError(f"Image {self.images[index]!r} is {image.shape[:2]} but its mask "
                              f"is {mask.shape}: re-export the mask at the image's size.")
@@ -45,8 +41,7 @@ class NailDataset(Dataset):
 
 
 def seed_worker_transform(worker_id: int) -> None:
-    """Give each DataLoader worker its own Albumentations random stream (PyTorch seeds each
-    worker differently, every epoch)."""
+    """Each DataLoader worker its own Albumentations random stream (seeded by PyTorch)."""
     info = get_worker_info()
     transform = getattr(info.dataset, "transform", None)
     if transform is not None and hasattr(transform, "set_random_seed"):
@@ -58,11 +53,8 @@ class NailDataModule(pl.LightningDataModule):
 
     def __init__(self, location: DataLocation, profile: Profile, augment: bool = True):
         super().__init__()
-        self.location = location
-        self.profile = profile
-        self.augment = augment
-        self.train_set: NailDataset | None = None
-        self.valid_set: NailDataset | None = None
+        self.location, self.profile, self.augment = location, profile, augment
+        self.train_set = self.valid_set = None
 
     def setup(self, stage: str | None = None) -> None:
         size = self.profile.image_size
@@ -74,12 +66,10 @@ class NailDataModule(pl.LightningDataModule):
 
     def _loader(self, dataset: NailDataset, train: bool) -> DataLoader:
         workers = self.profile.num_workers
-        return DataLoader(
-            dataset, batch_size=self.profile.batch_size, shuffle=train, drop_last=train,
-            num_workers=workers, persistent_workers=workers > 0,
-            pin_memory=self.profile.device.type == "cuda",
-            worker_init_fn=seed_worker_transform if workers > 0 else None,
-        )
+        return DataLoader(dataset, batch_size=self.profile.batch_size, shuffle=train,
+                          drop_last=train, num_workers=workers, persistent_workers=workers > 0,
+                          pin_memory=self.profile.device.type == "cuda",
+                          worker_init_fn=seed_worker_transform if workers > 0 else None)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.train_set, train=True)

@@ -10,23 +10,16 @@ import torch.nn.functional as F
 from torch import nn
 from torchmetrics import MeanMetric
 
+from nailseg_common.downloads import offline_hint
 from nailseg_common.losses import soft_dice_loss, symmetric_lovasz
-from nailseg_common.metrics import per_image_dice, per_image_iou, per_image_soft_dice
+from nailseg_common.metrics import SCORES
 
 
 def create_model(encoder: str = "resnet34", encoder_weights: str | None = None) -> nn.Module:
-    """An ``smp.Unet`` with one output channel (logits); ``encoder_weights=None`` starts from
-    random weights (nothing downloads), ``"imagenet"`` downloads pretrained ones once."""
-    try:
+    """An ``smp.Unet`` with one output channel (logits), from random weights by default."""
+    with offline_hint(encoder, encoder_weights):  # a clear error when the download fails
         return smp.Unet(encoder_name=encoder, encoder_weights=encoder_weights, in_channels=3,
                         classes=1, activation=None)
-    except OSError as error:  # DNS, connection and "not in the local cache" errors
-        raise RuntimeError(
-            f"Could not download the {encoder_weights!r} weights of encoder {encoder!r}: this "
-            f"machine looks offline ({type(error).__name__}). Use encoder_weights=None (random "
-            "initialisation, the course default), or download the weights once on a connected "
-            "machine so they are in the Hugging Face cache."
-        ) from error
 
 
 def to_unit_float(image: torch.Tensor) -> torch.Tensor:
@@ -36,26 +29,17 @@ def to_unit_float(image: torch.Tensor) -> torch.Tensor:
 
 def segmentation_loss(logits: torch.Tensor, targets: torch.Tensor, bce_weight: float = 1.0,
                       dice_weight: float = 1.0) -> torch.Tensor:
-    """``symmetric_lovasz + bce_weight · BCE + dice_weight · soft_dice_loss``, in float32;
-    ``bce_weight=dice_weight=0`` trains on the Lovász hinge alone."""
-    loss = symmetric_lovasz(logits, targets)
-    if bce_weight:
-        loss = loss + bce_weight * F.binary_cross_entropy_with_logits(logits.float(), targets.float())
-    if dice_weight:
-        loss = loss + dice_weight * soft_dice_loss(logits, targets)
-    return loss
+    """``symmetric_lovasz + bce_weight · BCE + dice_weight · soft_dice_loss``, in float32."""
+    bce = F.binary_cross_entropy_with_logits(logits.float(), targets.float())
+    return (symmetric_lovasz(logits, targets) + bce_weight * bce
+            + dice_weight * soft_dice_loss(logits, targets))
 
 
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
-class LitNailSegmentation(pl.LightningModule):
-    """U-Net training with :func:`segmentation_loss`, AdamW and a per-step cosine schedule.
-
-    ``gpu_augmentation(image, label) -> (image, label)`` runs on training batches on the
-    device; keep it stateless so checkpoints load with or without it.
-    """
+class SegmentationModel(pl.LightningModule):
+    """The U-Net on the device; :class:`LitNailSegmentation` adds the training."""
 
     def __init__(self, encoder: str = "resnet34", lr: float = 1e-3, max_steps: int = 1,
                  gpu_augmentation: nn.Module | None = None, encoder_weights: str | None = None,
@@ -64,18 +48,16 @@ class LitNailSegmentation(pl.LightningModule):
         super().__init__()
         self.save_hyperparameters(ignore=["gpu_augmentation"])
         self.model = create_model(encoder, encoder_weights)
-        self.gpu_augmentation = gpu_augmentation
+        self.gpu_augmentation = gpu_augmentation  # keep it stateless: checkpoints load without it
         self.register_buffer("mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), persistent=False)
         self.register_buffer("std", torch.tensor(IMAGENET_STD).view(1, 3, 1, 1), persistent=False)
-        self.val_dice = MeanMetric(nan_strategy="disable")
-        self.val_iou = MeanMetric(nan_strategy="disable")
-        self.val_soft_dice = MeanMetric(nan_strategy="disable")
+        for name in SCORES:  # the validation scores, averaged over the epoch on the device
+            setattr(self, name, MeanMetric(nan_strategy="disable"))
 
     @property
     def uses_channels_last(self) -> bool:
-        if self.hparams.channels_last is None:
-            return self.device.type == "cuda"
-        return self.hparams.channels_last
+        explicit = self.hparams.channels_last
+        return self.device.type == "cuda" if explicit is None else explicit
 
     def on_fit_start(self) -> None:
         if self.uses_channels_last:
@@ -94,6 +76,10 @@ class LitNailSegmentation(pl.LightningModule):
             image = image.contiguous(memory_format=torch.channels_last)
         return self.model(image)
 
+
+class LitNailSegmentation(SegmentationModel):
+    """U-Net training with :func:`segmentation_loss`, AdamW and a per-step cosine schedule."""
+
     def _loss(self, logits: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
         return segmentation_loss(logits, label, self.hparams.bce_weight, self.hparams.dice_weight)
 
@@ -105,19 +91,15 @@ class LitNailSegmentation(pl.LightningModule):
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         logits, label = self(batch["image"]), batch["label"]
-        self.val_dice.update(per_image_dice(logits, label))
-        self.val_iou.update(per_image_iou(logits, label))
-        self.val_soft_dice.update(per_image_soft_dice(logits, label))
         self.log("val_loss", self._loss(logits, label), on_step=False, on_epoch=True,
                  batch_size=label.shape[0])
-        for name in ("val_dice", "val_iou", "val_soft_dice"):
-            self.log(name, getattr(self, name), on_step=False, on_epoch=True,
-                     prog_bar=name != "val_soft_dice")
+        for name, score in SCORES.items():  # per-image scores, summed on the device
+            getattr(self, name).update(score(logits, label))
+            self.log(name, getattr(self, name), on_step=False, on_epoch=True)
 
     def configure_optimizers(self):
         optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr,
                                       weight_decay=self.hparams.weight_decay)
         scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(
             optimizer, T_max=max(1, self.hparams.max_steps))
-        return {"optimizer": optimizer,
-                "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

@@ -189,7 +189,7 @@ def plot_nail_fraction(table, ax=None):
 def plot_augmentation_gallery(panels: dict, max_images: int = 4):
     """One row per image, one column per pipeline; the mask's outline drawn on the image.
 
-    ``panels`` is :func:`nailseg_common.gpu_augmentation.gallery_panels`. A yellow outline
+    ``panels`` is :func:`nailseg_common.gallery.gallery_panels`. A yellow outline
     that hugs the nail after a flip or an affine shows image and mask moved together.
     """
     names = list(panels)

@@ -5,51 +5,26 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-import time
-import warnings
 
-import pandas as pd
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.callbacks import Callback, ModelCheckpoint
-from pytorch_lightning.loggers import CSVLogger
-from torch.utils.data import DataLoader, Dataset
+from pytorch_lightning.callbacks import Callback
+from torch.utils.data import DataLoader
 
+from nailseg_common import run_logs
 from nailseg_common.clock import synchronized_now
 from nailseg_common.paths import runs_dir
 from nailseg_common.profiles import Profile
-from nailseg_common.progress_lines import ProgressLines, quiet_lightning
 
-
-class EpochClock(Callback):
-    """Logs ``epoch_s``: the wall time of each training epoch, its validation included."""
-
-    def on_train_start(self, trainer, pl_module) -> None:  # also a run resumed mid-epoch
-        self._start = time.perf_counter()
-
-    def on_train_epoch_start(self, trainer, pl_module) -> None:
-        self._start = time.perf_counter()
-
-    def on_train_epoch_end(self, trainer, pl_module) -> None:
-        pl_module.log("epoch_s", time.perf_counter() - self._start, on_epoch=True)
+read_metrics, steady_epoch_seconds = run_logs.read_metrics, run_logs.steady_epoch_seconds
+latest_run_metrics = run_logs.latest_run_metrics  # the log readers, re-exported
 
 
 def make_trainer(profile: Profile, run_name: str, **overrides) -> pl.Trainer:
-    """A ``pl.Trainer`` for ``profile``, logging under ``runs_dir()/profile.name/run_name``.
-
-    ``overrides`` go to ``pl.Trainer``; ``callbacks`` are added to the course's own.
-    """
-    quiet_lightning()
+    """A ``pl.Trainer`` for ``profile``; ``overrides`` go to ``pl.Trainer`` (``callbacks``: added)."""
     if profile.accelerator == "gpu":
-        torch.set_float32_matmul_precision("high")  # TF32 for the float32 parts
-    callbacks = [EpochClock(), *overrides.pop("callbacks", [])]
-    if overrides.pop("enable_progress_bar", True):
-        callbacks.append(ProgressLines())
-    if overrides.get("enable_checkpointing", True):
-        callbacks.insert(0, ModelCheckpoint(monitor="val_dice", mode="max", save_last=True,
-                                            filename="best-{epoch}-{val_dice:.3f}"))
-    logger = CSVLogger(runs_dir() / profile.name, name=run_name)
-    logger.log_hyperparams({"profile": dataclasses.asdict(profile)})
+        torch.set_float32_matmul_precision("high")  # a global setting: TF32 for float32 matmuls
+    callbacks, logger = run_logs.course_callbacks(profile, run_name, overrides)
     options = {
         "accelerator": profile.accelerator, "devices": 1, "precision": profile.precision,
         "max_steps": profile.max_steps, "max_epochs": -1,
@@ -60,71 +35,34 @@ def make_trainer(profile: Profile, run_name: str, **overrides) -> pl.Trainer:
         "num_sanity_val_steps": 0, "enable_model_summary": False, "enable_progress_bar": False,
         "benchmark": profile.accelerator == "gpu",  # fixed input size: let cuDNN pick kernels
     }
-    options.update(overrides)
-    return pl.Trainer(callbacks=callbacks, **options)
-
-
-def read_metrics(trainer_or_csv: pl.Trainer | str) -> pd.DataFrame:
-    """Per-epoch metrics (index ``epoch``) from a trainer's CSV log or a ``metrics.csv`` path."""
-    if isinstance(trainer_or_csv, pl.Trainer):
-        logger = trainer_or_csv.logger
-        if not isinstance(logger, CSVLogger):
-            raise TypeError("read_metrics needs a trainer from make_trainer (a CSVLogger); "
-                            f"this one logs with {type(logger).__name__}.")
-        logger.save()
-        trainer_or_csv = logger.experiment.metrics_file_path
-    frame = pd.read_csv(trainer_or_csv)
-    return frame.groupby("epoch").max().drop(columns="step", errors="ignore")
-
-
-def steady_epoch_seconds(metrics: pd.DataFrame) -> float:
-    """Median wall time per epoch of a run's metrics, without the first epoch (starting
-    workers, warming caches) when there are several."""
-    seconds = metrics["epoch_s"].dropna()
-    return float((seconds.iloc[1:] if len(seconds) > 1 else seconds).median())
-
-
-def latest_run_metrics(profile: Profile, run_name: str) -> tuple[pd.DataFrame, str] | None:
-    """The per-epoch metrics of the newest finished ``run_name`` run in ``profile``, with the
-    path of its log; ``None`` when there is none (the notebook that makes it was not run)."""
-    logs = sorted((runs_dir() / profile.name / run_name).glob("version_*/metrics.csv"),
-                  key=lambda path: path.stat().st_mtime)
-    for path in reversed(logs):
-        metrics = read_metrics(str(path))
-        if "val_dice" in metrics and metrics["val_dice"].notna().any():
-            return metrics, str(path)
-    return None
+    return pl.Trainer(callbacks=callbacks, **{**options, **overrides})
 
 
 class TrainingSpeed(Callback):
-    """Training images/s of each epoch: the clock (synchronised) reads at the start of the
-    epoch and after its last training step, so validation is excluded."""
+    """Training images/s of each epoch, validation excluded (``epochs``: images, seconds)."""
 
     def __init__(self) -> None:
-        self.epochs: list[dict] = []
-        self._start: float | None = None
+        self.epochs, self.start = [], None
 
     def on_train_epoch_start(self, trainer, pl_module) -> None:
-        self._start, self._images = synchronized_now(pl_module.device), 0
+        self.start, self.images = synchronized_now(pl_module.device), 0
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        self._images += len(batch["image"]) * trainer.world_size
-        last = batch_idx + 1 >= trainer.num_training_batches
-        if last or 0 < trainer.max_steps <= trainer.global_step:
-            self._stop(pl_module)
+        self.images += len(batch["image"]) * trainer.world_size
+        if batch_idx + 1 >= trainer.num_training_batches or trainer.global_step == trainer.max_steps:
+            self.stop(pl_module)  # the epoch's last training step is done
 
     def on_validation_start(self, trainer, pl_module) -> None:
-        self._stop(pl_module)  # only if the epoch's window is still open
+        self.stop(pl_module)  # a window still open (a loader without a length) closes here
 
-    def on_train_epoch_end(self, trainer, pl_module) -> None:
-        self._stop(pl_module)
+    on_train_epoch_end = on_validation_start
 
-    def _stop(self, pl_module) -> None:
-        if self._start is not None and self._images:
-            seconds = synchronized_now(pl_module.device) - self._start
-            self.epochs.append({"images": self._images, "seconds": seconds,
-                                "img_s": self._images / seconds})
-        self._start = None
+    def stop(self, pl_module) -> None:
+        if self.start is not None and self.images:
+            seconds = synchronized_now(pl_module.device) - self.start
+            self.epochs.append({"images": self.images, "seconds": seconds,
+                                "img_s": self.images / seconds})
+        self.start = None
 
     def images_per_second(self) -> float:
         """Median training images/s over the epochs, the first excluded when there are several."""
@@ -134,28 +72,13 @@ class TrainingSpeed(Callback):
         return statistics.median(speeds[1:] if len(speeds) > 1 else speeds)
 
 
-class _Repeat(Dataset):
-    def __init__(self, batches: list[dict], length: int):
-        self.batches, self.length = batches, length
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __getitem__(self, index: int) -> dict:
-        return self.batches[index % len(self.batches)]
-
-
 def bound_images_per_second(profile: Profile, make_model, batches: list[dict], steps: int) -> float:
-    """Training images/s of a fresh ``make_model()`` when ``batches`` (already on the device)
-    come for free: the same step as in ``fit``, ``steps`` steps in about five epochs."""
+    """Training images/s of ``make_model()`` on ``batches`` already on the device."""
     per_epoch = max(1, steps // 5)
     speed = TrainingSpeed()
-    trainer = make_trainer(dataclasses.replace(profile, max_steps=steps), "bound",
-                           callbacks=[speed], enable_checkpointing=False,
-                           enable_progress_bar=False, limit_train_batches=per_epoch,
-                           limit_val_batches=0)
-    loader = DataLoader(_Repeat(batches, per_epoch), batch_size=None, shuffle=False)
-    with warnings.catch_warnings():  # no validation here, on purpose
-        warnings.filterwarnings("ignore", "You defined a `validation_step` but have no")
-        trainer.fit(make_model(), train_dataloaders=loader)
+    trainer = make_trainer(dataclasses.replace(profile, max_steps=steps), "bound", callbacks=[speed],
+                           enable_checkpointing=False, enable_progress_bar=False,
+                           limit_train_batches=per_epoch, limit_val_batches=0)
+    loader = DataLoader([batches[i % len(batches)] for i in range(per_epoch)], batch_size=None)
+    trainer.fit(make_model(), loader, loader)  # limit_val_batches=0: no validation runs
     return speed.images_per_second()

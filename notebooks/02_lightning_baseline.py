@@ -9,7 +9,8 @@
 #     date: '2026-11-23'
 #     description: 'Nail segmentation with PyTorch Lightning 2 and segmentation-models-pytorch:
 #       the Dataset, DataModule, LightningModule and Trainer in full, the augmentation
-#       policy in Albumentations, and how long each step waits for CPU-side data.'
+#       policy in Albumentations, the loss and the metrics, and the training speed against
+#       its bound.'
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: blog
@@ -30,9 +31,10 @@
 # This notebook writes and trains the reference model of the course: a U-Net that segments
 # nails, written with PyTorch Lightning 2 and fed by a classic input pipeline, where
 # DataLoader workers read PNG files and augment them with Albumentations on the CPU. Every
-# piece is written out here, in full: the augmentation, the `Dataset`, the
-# `LightningDataModule`, the `LightningModule` and the `Trainer`. Notebooks 03 (Kornia) and
-# 04 (DALI) reuse the model and the Trainer unchanged and replace only the input pipeline.
+# piece is written out here, in full: the augmentation policy, the `Dataset`, the
+# `LightningDataModule`, the loss and the metrics, the `LightningModule` and the `Trainer`.
+# Notebooks 03 (Kornia) and 04 (DALI) reuse the model and the Trainer unchanged and replace
+# only the input pipeline.
 #
 # ## What you'll learn
 # - the course's augmentation policy, written down once as a table, in Albumentations 2
@@ -41,16 +43,27 @@
 # - a loss of three terms (symmetric Lovász hinge, cross-entropy, soft Dice) and the metrics
 #   to report: hard Dice and IoU per image, averaged
 # - reading the curves from the CSV log and judging a model by its predictions
-# - measuring the training speed against its bound (the same step with the data already on
-#   the device), and why a wait share cannot see a slow input pipeline
+# - the course's one speed instrument: training images/s against the bound (the same step
+#   with the data already on the device), and why a wait share cannot see a slow pipeline
 #
 # > **CPU or GPU?** The notebook runs everywhere. Without a GPU it picks the `cpu` profile
-# > (96 px, about ten minutes on a laptop); CI runs the tiny `smoke` profile. On a GPU the
+# > (96 px, a few minutes on a laptop); CI runs the tiny `smoke` profile. On a GPU the
 # > `gpu` profile trains the full model at 384 px with bf16 mixed precision. Every cell that
 # > follows is the code that runs: change one and re-run what comes after it.
 #
 # Every knob below is a parameter (papermill `-p name value`); `None` keeps the profile's
-# value, and the cell after it prints what was chosen.
+# value, and `start` prints what was chosen, the environment and where the data is.
+
+# %%
+import albumentations as A
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+from nailseg_common import plots
+from nailseg_common.benchmark import load_results
+from nailseg_common.images import read_binary_mask, read_rgb
+from nailseg_common.preparation import read_split
 
 # %% tags=["parameters"]
 profile = ""            # smoke, cpu or gpu; empty: $NAILSEG_PROFILE, else chosen from the hardware
@@ -68,47 +81,78 @@ max_train_batches = None  # cap per epoch (0: the whole set)
 max_valid_batches = None
 
 # %%
-from nailseg_common.environment import environment_report
-from nailseg_common.preparation import ensure_prepared, fit_batch_to_split
-from nailseg_common.profiles import select_profile
+from nailseg_common.course import start
 
-cfg = select_profile(profile, num_images=num_images, image_size=image_size, batch_size=batch_size,
-                     max_steps=max_steps, encoder=encoder, lr=lr, num_workers=num_workers,
-                     precision=precision, accelerator=accelerator,
-                     max_train_batches=max_train_batches, max_valid_batches=max_valid_batches)
-print(environment_report(cfg))
-data = ensure_prepared(cfg, data_root)
-cfg = fit_batch_to_split(cfg, data)
-print("data:", data.raw)
+cfg, data = start(profile, data_root, num_images=num_images, image_size=image_size,
+                  batch_size=batch_size, max_steps=max_steps, encoder=encoder, lr=lr,
+                  num_workers=num_workers, precision=precision, accelerator=accelerator,
+                  max_train_batches=max_train_batches, max_valid_batches=max_valid_batches)
 
 # %% [markdown]
 # ## The augmentation policy
 #
-# The policy is written down once, in `nailseg_common.policy`, and every pipeline of the
-# course builds it from there: Albumentations here, Kornia in notebook 03, DALI in notebook
-# 04. Images are always resized to the profile's size first; geometric ops move image and
-# mask together, photometric ops touch only the image.
+# The policy is written down once, as a table, and every pipeline of the course builds it
+# from there: Albumentations here, Kornia in notebook 03, DALI in notebook 04. Each row is
+# one op with its probability and its parameters (pixel values in [0, 1] where a range says
+# so). Geometric ops move image and mask together; photometric ops touch only the image.
+# Images are always resized to the profile's size first. (Cells that start with
+# `#| export` are also written into the `nailseg_common` package by `make export`, so later
+# notebooks import exactly this code: this one becomes `nailseg_common.policy`.)
 
 # %%
-from nailseg_common.policy import policy_table
+#| export policy
+from dataclasses import dataclass
 
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class PolicyOp:
+    """One row of the policy table."""
+
+    op: str
+    probability: float
+    params: dict
+    geometric: bool
+
+
+POLICY: dict[str, PolicyOp] = {op.op: op for op in (
+    PolicyOp("horizontal_flip", 0.5, {}, geometric=True),
+    PolicyOp("vertical_flip", 0.5, {}, geometric=True),
+    PolicyOp("affine", 0.5, {"scale": (0.85, 1.15), "translate": 0.0625, "rotate_deg": 20.0},
+             geometric=True),
+    PolicyOp("brightness_contrast", 0.5, {"brightness": 0.2, "contrast": 0.2}, geometric=False),
+    PolicyOp("gaussian_noise", 0.3, {"std": (0.01, 0.05)}, geometric=False),
+    PolicyOp("gaussian_blur", 0.2, {"kernel": 5, "sigma": (0.1, 1.5)}, geometric=False),
+)}
+
+
+def policy_table() -> pd.DataFrame:
+    """The policy as a table: op, probability, parameters, what it moves."""
+    return pd.DataFrame([{"op": p.op, "probability": p.probability,
+                          "parameters": ", ".join(f"{k}={v}" for k, v in p.params.items()) or "-",
+                          "applies to": "image + mask" if p.geometric else "image only"}
+                         for p in POLICY.values()])
+
+
+# %%
 policy_table()
 
 # %% [markdown]
 # In Albumentations 2 the table becomes a list of transforms. Each reads its numbers from
 # `POLICY`; masks are resampled with nearest neighbour so they stay binary, and areas the
 # affine moves in from outside the frame are 0 in image and mask. The training transform is
-# the resize followed by the policy; validation only resizes. (Cells that start with
-# `#| export` are also written into the `nailseg_common` package by `make export`, so later
-# notebooks import exactly this code.)
+# the resize followed by the policy; validation only resizes.
 
 # %%
 #| export augmentation
 import albumentations as A
 import cv2
-import numpy as np
 
+from nailseg_common import gallery
 from nailseg_common.policy import POLICY
+
+augment_pairs, gallery_panels = gallery.augment_pairs, gallery.gallery_panels  # re-exported
 
 
 def resize(image_size: int) -> A.Resize:
@@ -119,11 +163,8 @@ def resize(image_size: int) -> A.Resize:
 
 def policy_transforms() -> list[A.BasicTransform]:
     """The policy ops, in table order, as Albumentations transforms."""
-    ops = POLICY
-    affine = ops["affine"].params
-    shift = affine["translate"]
-    brightness = ops["brightness_contrast"].params
-    blur = ops["gaussian_blur"].params
+    ops, affine, shift = POLICY, POLICY["affine"].params, POLICY["affine"].params["translate"]
+    brightness, blur = ops["brightness_contrast"].params, ops["gaussian_blur"].params
     return [
         A.HorizontalFlip(p=ops["horizontal_flip"].probability),
         A.VerticalFlip(p=ops["vertical_flip"].probability),
@@ -161,65 +202,41 @@ def valid_transform(image_size: int) -> A.Compose:
 # Albumentations 1.x ran only the "always apply" transforms, so about half of the training
 # samples got no augmentation and no `Normalize`, while every validation sample was
 # normalised. Albumentations 2 is stricter still: a skipped `Compose` returns the input
-# untouched, not even resized. Let's count over a few hundred draws of the same image what
-# each version does. The fix is to leave `Compose` at `p=1` and give each transform its own
-# probability, as `train_transform` does.
+# untouched, not even resized. Let's count, over a few hundred draws of the same image, how
+# often each version returns what the model expects: resized and normalised.
 
 # %%
-from nailseg_common.images import read_binary_mask, read_rgb
-from nailseg_common.preparation import read_split
-
 train_frame = read_split(data, "train")
-image = read_rgb(train_frame["image"].iloc[0])
-mask = read_binary_mask(train_frame["mask"].iloc[0])
-draws = 400
-original = A.Compose([resize(cfg.image_size), *policy_transforms(), A.Normalize()], p=0.5, seed=0)
-fixed = A.Compose([resize(cfg.image_size), *policy_transforms(), A.Normalize()], seed=0)
-for name, transform in (("original, Compose(p=0.5)", original), ("fixed, Compose(p=1)", fixed)):
-    outputs = [transform(image=image, mask=mask)["image"] for _ in range(draws)]
-    normalised = sum(out.dtype == np.float32 for out in outputs)
-    resized = sum(out.shape[:2] == (cfg.image_size, cfg.image_size) for out in outputs)
-    print(f"{name:26s}: {normalised / draws:6.1%} normalised, {resized / draws:6.1%} resized "
-          f"to {cfg.image_size} px, of {draws} draws")
+image, mask = read_rgb(train_frame["image"].iloc[0]), read_binary_mask(train_frame["mask"].iloc[0])
+for p in (0.5, 1.0):
+    transform = A.Compose([resize(cfg.image_size), *policy_transforms(), A.Normalize()], p=p, seed=0)
+    outputs = [transform(image=image, mask=mask)["image"] for _ in range(200)]
+    ready = np.mean([o.dtype == np.float32 and o.shape[:2] == (cfg.image_size,) * 2 for o in outputs])
+    print(f"Compose(..., p={p}): {ready:.1%} of {len(outputs)} draws resized and normalised")
 
 # %% [markdown]
 # With `p=0.5` roughly half the draws come back as the raw photo: a different size, uint8
 # instead of normalised floats. In 1.x those samples trained on unnormalised pixels; in 2.x
-# the DataLoader cannot even stack them into a batch. The course normalises on the device
-# instead (see the LightningModule below), so the CPU side never needs `Normalize`.
+# the DataLoader cannot even stack them into a batch. The fix is to leave `Compose` at `p=1`
+# and give each transform its own probability, as `train_transform` does. The course
+# normalises on the device instead (see the LightningModule below), so the CPU side never
+# needs `Normalize`.
 #
 # A gallery says more than the table: each row is one training image, first resized only,
 # then three random draws of the policy. The yellow outline is the mask; it must hug the
-# nails after every flip and warp.
+# nails after every flip and warp. `gallery_panels` (plot plumbing from
+# `nailseg_common.gallery`, re-exported by `augmentation` above) takes the augmentation to
+# show as a function, so notebooks 03 (Kornia) and 04 (DALI) draw their galleries with it
+# too; `augment_pairs` applies an Albumentations transform to a list of images.
 
 # %%
-#| export augmentation
-def augment_pairs(transform: A.Compose, images, masks) -> tuple[np.ndarray, np.ndarray]:
-    """``transform`` on each HxWx3 uint8 image and HxW mask: (N×S×S×3 floats in [0, 1], N×S×S)."""
-    pairs = [transform(image=image, mask=mask) for image, mask in zip(images, masks, strict=True)]
-    return np.stack([p["image"] for p in pairs]) / 255.0, np.stack([p["mask"] for p in pairs])
-
-
-def gallery_panels(images: list[np.ndarray], masks: list[np.ndarray], image_size: int,
-                   draws: int = 3, seed: int = 0) -> dict:
-    """Each image resized, then ``draws`` random passes of the training transform:
-    ``{name: (N×S×S×3 float images in [0, 1], N×S×S masks)}`` for the gallery plot."""
-    panels = {"resized": augment_pairs(valid_transform(image_size), images, masks)}
-    augment = train_transform(image_size, seed=seed)
-    for draw in range(1, draws + 1):
-        panels[f"augmented #{draw}"] = augment_pairs(augment, images, masks)
-    return panels
-
-
-# %%
-import matplotlib.pyplot as plt
-
-from nailseg_common.plots import plot_augmentation_gallery
-
 examples = train_frame.groupby("type").head(1).head(4)
-panels = gallery_panels([read_rgb(p) for p in examples["image"]],
-                        [read_binary_mask(p) for p in examples["mask"]], cfg.image_size)
-plot_augmentation_gallery(panels)
+resized = [valid_transform(cfg.image_size)(image=read_rgb(i), mask=read_binary_mask(m))
+           for i, m in zip(examples["image"], examples["mask"], strict=True)]
+images, masks = np.stack([r["image"] for r in resized]), np.stack([r["mask"] for r in resized])
+policy = A.Compose(policy_transforms(), seed=0)
+panels = gallery_panels(images, masks, lambda i, m: augment_pairs(policy, i, m))
+plots.plot_augmentation_gallery(panels)
 plt.show()
 
 # %% [markdown]
@@ -248,20 +265,16 @@ class NailDataset(Dataset):
     """Image/mask pairs listed in ``frame`` (columns ``image`` and ``mask``: absolute paths)."""
 
     def __init__(self, frame: pd.DataFrame, transform=None):
-        missing = {"image", "mask"} - set(frame.columns)
-        if missing:
-            raise ValueError(f"The split frame lacks columns {sorted(missing)}: use "
-                             "preparation.read_split(location, 'train'|'valid').")
-        self.images = frame["image"].astype(str).tolist()
-        self.masks = frame["mask"].astype(str).tolist()
+        if not {"image", "mask"} <= set(frame.columns):
+            raise ValueError("The frame lacks image/mask columns: use preparation.read_split.")
+        self.images, self.masks = frame["image"].astype(str).tolist(), frame["mask"].astype(str).tolist()
         self.transform = transform
 
     def __len__(self) -> int:
         return len(self.images)
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        image = read_rgb(self.images[index])
-        mask = read_binary_mask(self.masks[index])
+        image, mask = read_rgb(self.images[index]), read_binary_mask(self.masks[index])
         if image.shape[:2] != mask.shape:
             raise ValueError(f"Image {self.images[index]!r} is {image.shape[:2]} but its mask "
                              f"is {mask.shape}: re-export the mask at the image's size.")
@@ -273,8 +286,7 @@ class NailDataset(Dataset):
 
 
 def seed_worker_transform(worker_id: int) -> None:
-    """Give each DataLoader worker its own Albumentations random stream (PyTorch seeds each
-    worker differently, every epoch)."""
+    """Each DataLoader worker its own Albumentations random stream (seeded by PyTorch)."""
     info = get_worker_info()
     transform = getattr(info.dataset, "transform", None)
     if transform is not None and hasattr(transform, "set_random_seed"):
@@ -282,34 +294,12 @@ def seed_worker_transform(worker_id: int) -> None:
 
 
 # %% [markdown]
-# ## Why CPU augmentation becomes the bottleneck
+# ## 1. The `LightningDataModule`
 #
 # Every training image goes through Python on a CPU worker: decode the PNG, resize it, then
-# flip, warp, re-light, add noise and blur it, one image at a time. A DataLoader spreads that
-# over `num_workers` processes, but the cost per image is fixed by the CPU, while the
-# training step gets faster with every GPU generation. Let's measure the CPU side alone: how
-# long one core needs to produce one training image.
-
-# %%
-import time
-
-train_set = NailDataset(train_frame, train_transform(cfg.image_size, seed=0))
-count = min(32, len(train_set))
-start = time.perf_counter()
-for index in range(count):
-    train_set[index]
-per_image = (time.perf_counter() - start) / count
-print(f"one CPU core: {1e3 * per_image:.1f} ms per image (read + resize + augment) "
-      f"= {1 / per_image:.0f} images/s")
-print(f"a batch of {cfg.batch_size} on {max(cfg.num_workers, 1)} worker(s): "
-      f"about {1e3 * per_image * cfg.batch_size / max(cfg.num_workers, 1):.0f} ms")
-
-# %% [markdown]
-# Keep that number in mind: on a modern GPU a training step of this U-Net takes a few tens
-# of milliseconds, so a handful of CPU workers can hardly keep up. At the end of the
-# notebook we measure how long each training step actually waited for its batch.
-#
-# ## 1. The `LightningDataModule`
+# flip, warp, re-light, add noise and blur it, one image at a time. A DataLoader spreads
+# that over `num_workers` processes; whether they keep up with the model is what the end of
+# this notebook measures.
 #
 # The DataModule owns the data: it builds the two datasets from the prepared split and the
 # DataLoaders around them. Training shuffles and drops the last incomplete batch (every step
@@ -333,11 +323,8 @@ class NailDataModule(pl.LightningDataModule):
 
     def __init__(self, location: DataLocation, profile: Profile, augment: bool = True):
         super().__init__()
-        self.location = location
-        self.profile = profile
-        self.augment = augment
-        self.train_set: NailDataset | None = None
-        self.valid_set: NailDataset | None = None
+        self.location, self.profile, self.augment = location, profile, augment
+        self.train_set = self.valid_set = None
 
     def setup(self, stage: str | None = None) -> None:
         size = self.profile.image_size
@@ -349,12 +336,10 @@ class NailDataModule(pl.LightningDataModule):
 
     def _loader(self, dataset: NailDataset, train: bool) -> DataLoader:
         workers = self.profile.num_workers
-        return DataLoader(
-            dataset, batch_size=self.profile.batch_size, shuffle=train, drop_last=train,
-            num_workers=workers, persistent_workers=workers > 0,
-            pin_memory=self.profile.device.type == "cuda",
-            worker_init_fn=seed_worker_transform if workers > 0 else None,
-        )
+        return DataLoader(dataset, batch_size=self.profile.batch_size, shuffle=train,
+                          drop_last=train, num_workers=workers, persistent_workers=workers > 0,
+                          pin_memory=self.profile.device.type == "cuda",
+                          worker_init_fn=seed_worker_transform if workers > 0 else None)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.train_set, train=True)
@@ -366,10 +351,9 @@ class NailDataModule(pl.LightningDataModule):
 # %%
 datamodule = NailDataModule(data, cfg)
 datamodule.setup("fit")
-print(f"{len(datamodule.train_set)} training and {len(datamodule.valid_set)} validation images")
-batch = next(iter(datamodule.train_dataloader()))
-for key, value in batch.items():
-    print(f"{key:6} {tuple(value.shape)} {value.dtype}  values {value.min().item()}..{value.max().item()}")
+first_batches = [b for _, b in zip(range(4), datamodule.train_dataloader())]  # for the bound
+print(f"{len(datamodule.train_set)} training, {len(datamodule.valid_set)} validation images; a batch:",
+      {k: f"{tuple(v.shape)} {v.dtype} {v.min()}..{v.max()}" for k, v in first_batches[0].items()})
 
 # %% [markdown]
 # ## 2. The `LightningModule`
@@ -384,20 +368,14 @@ import segmentation_models_pytorch as smp
 import torch
 from torch import nn
 
+from nailseg_common.downloads import offline_hint
+
 
 def create_model(encoder: str = "resnet34", encoder_weights: str | None = None) -> nn.Module:
-    """An ``smp.Unet`` with one output channel (logits); ``encoder_weights=None`` starts from
-    random weights (nothing downloads), ``"imagenet"`` downloads pretrained ones once."""
-    try:
+    """An ``smp.Unet`` with one output channel (logits), from random weights by default."""
+    with offline_hint(encoder, encoder_weights):  # a clear error when the download fails
         return smp.Unet(encoder_name=encoder, encoder_weights=encoder_weights, in_channels=3,
                         classes=1, activation=None)
-    except OSError as error:  # DNS, connection and "not in the local cache" errors
-        raise RuntimeError(
-            f"Could not download the {encoder_weights!r} weights of encoder {encoder!r}: this "
-            f"machine looks offline ({type(error).__name__}). Use encoder_weights=None (random "
-            "initialisation, the course default), or download the weights once on a connected "
-            "machine so they are in the Hugging Face cache."
-        ) from error
 
 
 def to_unit_float(image: torch.Tensor) -> torch.Tensor:
@@ -406,17 +384,122 @@ def to_unit_float(image: torch.Tensor) -> torch.Tensor:
 
 
 # %% [markdown]
-# **The loss** has three terms. `symmetric_lovasz` (from `nailseg_common.losses`) is the
-# Lovász hinge, a convex surrogate of 1 − IoU, averaged over the nail and the background
-# class and computed per image: the original series' loss. On its own it learns slowly from
-# random weights and only asks for a margin (a background logit of −1 already satisfies it,
-# at a probability of 0.27). Binary cross-entropy gets training going, and a soft-Dice term
-# pushes the probabilities towards 0 and 1.
+# ### The loss
 #
-# **The metrics** are the numbers people compare: the Dice and the IoU of the prediction
-# thresholded at probability 0.5, per image, averaged over all validation images of the
-# epoch (`val_dice`, `val_iou`). The soft Dice on probabilities is logged too
-# (`val_soft_dice`), as the training signal it is, not as a score.
+# The loss has three terms. The **Lovász hinge** (Berman et al., 2018) is a convex surrogate
+# of the Jaccard loss, 1 − IoU: sort the pixels' hinge errors `1 − logit·(±1)` from worst to
+# best, and weigh each by how much it changes the IoU of the prediction. `symmetric_lovasz`
+# averages it over the nail class and the background class,
+# `0.5·(hinge(logits, t) + hinge(−logits, 1 − t))`, so both sides of the boundary are
+# optimised, and computes it per image, then averages over the batch: the original
+# series' loss. segmentation-models-pytorch's `LovaszLoss(mode="binary", per_image=True)`
+# computes the same hinge but loops over the images in Python; `lovasz_hinge` does the whole
+# batch with one sort (the tests check that both agree, gradients included).
+#
+# For an image without nail pixels the nail term reduces to `relu(1 + max logit)`: only
+# the most confident false positive is penalised, and the background term stays an ordinary
+# hinge. On its own the hinge learns slowly from random weights and only asks for a margin
+# (a background logit of −1 already satisfies it, at a probability of sigmoid(−1) ≈ 0.27).
+# Binary cross-entropy gets training going, and a **soft Dice** term on the probabilities
+# pushes them towards 0 and 1. All three are computed in float32 whatever the autocast
+# dtype (sorting bf16 values loses ties).
+
+# %%
+#| export losses
+import torch
+import torch.nn.functional as F
+
+
+def flat_pair(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``B×1×H×W`` logits and {0, 1} targets as float32 ``B×(H·W)``; shapes must agree."""
+    if logits.shape != targets.shape:
+        raise ValueError(f"logits {tuple(logits.shape)} and targets {tuple(targets.shape)} "
+                         "must have the same shape (B×1×H×W).")
+    return logits.float().flatten(1), targets.float().flatten(1)
+
+
+def lovasz_hinge(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Binary Lovász hinge per image, averaged over the batch."""
+    logits, labels = flat_pair(logits, targets)
+    errors = 1.0 - logits * (2.0 * labels - 1.0)
+    errors_sorted, order = torch.sort(errors, dim=1, descending=True)
+    labels_sorted = labels.gather(1, order)
+    positives = labels_sorted.sum(dim=1, keepdim=True)
+    intersection = positives - labels_sorted.cumsum(dim=1)
+    union = positives + (1.0 - labels_sorted).cumsum(dim=1)
+    jaccard = 1.0 - intersection / union  # its steps: the Lovász gradient at the sorted errors
+    grad = torch.cat([jaccard[:, :1], jaccard[:, 1:] - jaccard[:, :-1]], dim=1)
+    return (F.relu(errors_sorted) * grad).sum(dim=1).mean()
+
+
+def symmetric_lovasz(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """``0.5·(lovasz_hinge(logits, t) + lovasz_hinge(−logits, 1 − t))``, per image averaged."""
+    return 0.5 * (lovasz_hinge(logits, targets) + lovasz_hinge(-logits, 1.0 - targets.float()))
+
+
+def soft_dice_loss(logits: torch.Tensor, targets: torch.Tensor, smooth: float = 1.0) -> torch.Tensor:
+    """``1 − (2·Σpt + smooth) / (Σp + Σt + smooth)`` per image, ``p = sigmoid(logits)``."""
+    logits, targets = flat_pair(logits, targets)
+    probs = torch.sigmoid(logits)
+    dice = (2.0 * (probs * targets).sum(1) + smooth) / (probs.sum(1) + targets.sum(1) + smooth)
+    return (1.0 - dice).mean()
+
+
+# %% [markdown]
+# ### The metrics
+#
+# The numbers people compare are the **hard Dice and IoU**: the prediction is thresholded at
+# probability 0.5 (a logit above 0), each image is scored on its own and the scores are
+# averaged over all validation images of the epoch (`val_dice`, `val_iou`), so a small nail
+# counts as much as a large one. The soft Dice on probabilities is logged too
+# (`val_soft_dice`), as the training signal it is, not as a score. Empty masks: an image
+# whose target and prediction are both empty scores 1 (nothing to find, nothing found); an
+# empty target with a non-empty prediction scores 0. For the soft Dice any probability mass
+# is a prediction, so read the hard scores on sets with empty images. The functions return
+# one value per image, so the LightningModule can average them over the whole epoch rather
+# than averaging batch means.
+
+# %%
+#| export metrics
+import torch
+
+from nailseg_common.losses import flat_pair
+
+
+def ratio_or_one(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tensor:
+    """``numerator / denominator``, and 1 where the denominator is 0 (both masks empty)."""
+    return torch.where(denominator > 0, numerator / denominator.clamp_min(1e-12),
+                       torch.ones_like(denominator))
+
+
+def per_image_soft_dice(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Soft Dice ``2·Σpt / (Σp + Σt)`` of each image, ``p = sigmoid(logits)``; shape ``B``."""
+    logits, targets = flat_pair(logits, targets)
+    probs = torch.sigmoid(logits)
+    return ratio_or_one(2.0 * (probs * targets).sum(1), probs.sum(1) + targets.sum(1))
+
+
+def per_image_dice(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Dice of each image with the prediction thresholded at probability 0.5; shape ``B``."""
+    logits, targets = flat_pair(logits, targets)
+    predicted = (logits > 0).float()  # sigmoid(x) > 0.5  <=>  x > 0
+    return ratio_or_one(2.0 * (predicted * targets).sum(1), predicted.sum(1) + targets.sum(1))
+
+
+def per_image_iou(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """IoU of each image with the prediction thresholded at probability 0.5; shape ``B``."""
+    logits, targets = flat_pair(logits, targets)
+    predicted = (logits > 0).float()
+    intersection = (predicted * targets).sum(1)
+    return ratio_or_one(intersection, predicted.sum(1) + targets.sum(1) - intersection)
+
+
+SCORES = {"val_dice": per_image_dice, "val_iou": per_image_iou, "val_soft_dice": per_image_soft_dice}
+
+
+# %% [markdown]
+# The training loss adds the three terms; `bce_weight=dice_weight=0` leaves the Lovász hinge
+# alone (exercise 4).
 
 # %%
 #| export models
@@ -427,47 +510,34 @@ from nailseg_common.losses import soft_dice_loss, symmetric_lovasz
 
 def segmentation_loss(logits: torch.Tensor, targets: torch.Tensor, bce_weight: float = 1.0,
                       dice_weight: float = 1.0) -> torch.Tensor:
-    """``symmetric_lovasz + bce_weight · BCE + dice_weight · soft_dice_loss``, in float32;
-    ``bce_weight=dice_weight=0`` trains on the Lovász hinge alone."""
-    loss = symmetric_lovasz(logits, targets)
-    if bce_weight:
-        loss = loss + bce_weight * F.binary_cross_entropy_with_logits(logits.float(), targets.float())
-    if dice_weight:
-        loss = loss + dice_weight * soft_dice_loss(logits, targets)
-    return loss
+    """``symmetric_lovasz + bce_weight · BCE + dice_weight · soft_dice_loss``, in float32."""
+    bce = F.binary_cross_entropy_with_logits(logits.float(), targets.float())
+    return (symmetric_lovasz(logits, targets) + bce_weight * bce
+            + dice_weight * soft_dice_loss(logits, targets))
 
 
 # %% [markdown]
-# The module itself, in the order Lightning calls it:
+# The module comes in two cells. The first is what turning images into logits needs, for
+# training and for inference alike:
 #
 # - `on_after_batch_transfer` runs once the batch is on the device: `uint8` → float in
 #   [0, 1], and, for training batches only, an optional `gpu_augmentation` module. That hook
 #   is where notebook 03 plugs in Kornia.
 # - `forward` normalises with the ImageNet statistics and runs the U-Net (channels-last
 #   memory on CUDA, where bf16 convolutions run faster with it).
-# - `training_step` and `validation_step` compute the loss and, for validation, per-image
-#   scores that `MeanMetric`s sum on the device: no host synchronisation until the epoch ends.
-# - `configure_optimizers`: AdamW with a cosine learning-rate schedule stepped every batch,
-#   over the profile's `max_steps` optimizer steps. Training length is counted in steps,
-#   not epochs, so 40 photos train as long as 960 synthetic images.
 
 # %%
 #| export models
 import pytorch_lightning as pl
 from torchmetrics import MeanMetric
 
-from nailseg_common.metrics import per_image_dice, per_image_iou, per_image_soft_dice
+from nailseg_common.metrics import SCORES
 
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
-class LitNailSegmentation(pl.LightningModule):
-    """U-Net training with :func:`segmentation_loss`, AdamW and a per-step cosine schedule.
-
-    ``gpu_augmentation(image, label) -> (image, label)`` runs on training batches on the
-    device; keep it stateless so checkpoints load with or without it.
-    """
+class SegmentationModel(pl.LightningModule):
+    """The U-Net on the device; :class:`LitNailSegmentation` adds the training."""
 
     def __init__(self, encoder: str = "resnet34", lr: float = 1e-3, max_steps: int = 1,
                  gpu_augmentation: nn.Module | None = None, encoder_weights: str | None = None,
@@ -476,18 +546,16 @@ class LitNailSegmentation(pl.LightningModule):
         super().__init__()
         self.save_hyperparameters(ignore=["gpu_augmentation"])
         self.model = create_model(encoder, encoder_weights)
-        self.gpu_augmentation = gpu_augmentation
+        self.gpu_augmentation = gpu_augmentation  # keep it stateless: checkpoints load without it
         self.register_buffer("mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), persistent=False)
         self.register_buffer("std", torch.tensor(IMAGENET_STD).view(1, 3, 1, 1), persistent=False)
-        self.val_dice = MeanMetric(nan_strategy="disable")
-        self.val_iou = MeanMetric(nan_strategy="disable")
-        self.val_soft_dice = MeanMetric(nan_strategy="disable")
+        for name in SCORES:  # the validation scores, averaged over the epoch on the device
+            setattr(self, name, MeanMetric(nan_strategy="disable"))
 
     @property
     def uses_channels_last(self) -> bool:
-        if self.hparams.channels_last is None:
-            return self.device.type == "cuda"
-        return self.hparams.channels_last
+        explicit = self.hparams.channels_last
+        return self.device.type == "cuda" if explicit is None else explicit
 
     def on_fit_start(self) -> None:
         if self.uses_channels_last:
@@ -506,6 +574,21 @@ class LitNailSegmentation(pl.LightningModule):
             image = image.contiguous(memory_format=torch.channels_last)
         return self.model(image)
 
+
+# %% [markdown]
+# The second cell is the training:
+#
+# - `training_step` and `validation_step` compute the loss and, for validation, per-image
+#   scores that `MeanMetric`s sum on the device: no host synchronisation until the epoch ends.
+# - `configure_optimizers`: AdamW with a cosine learning-rate schedule stepped every batch,
+#   over the profile's `max_steps` optimizer steps. Training length is counted in steps,
+#   not epochs, so a few dozen photos train as long as the whole synthetic set.
+
+# %%
+#| export models
+class LitNailSegmentation(SegmentationModel):
+    """U-Net training with :func:`segmentation_loss`, AdamW and a per-step cosine schedule."""
+
     def _loss(self, logits: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
         return segmentation_loss(logits, label, self.hparams.bce_weight, self.hparams.dice_weight)
 
@@ -517,87 +600,57 @@ class LitNailSegmentation(pl.LightningModule):
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         logits, label = self(batch["image"]), batch["label"]
-        self.val_dice.update(per_image_dice(logits, label))
-        self.val_iou.update(per_image_iou(logits, label))
-        self.val_soft_dice.update(per_image_soft_dice(logits, label))
         self.log("val_loss", self._loss(logits, label), on_step=False, on_epoch=True,
                  batch_size=label.shape[0])
-        for name in ("val_dice", "val_iou", "val_soft_dice"):
-            self.log(name, getattr(self, name), on_step=False, on_epoch=True,
-                     prog_bar=name != "val_soft_dice")
+        for name, score in SCORES.items():  # per-image scores, summed on the device
+            getattr(self, name).update(score(logits, label))
+            self.log(name, getattr(self, name), on_step=False, on_epoch=True)
 
     def configure_optimizers(self):
         optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr,
                                       weight_decay=self.hparams.weight_decay)
         scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(
             optimizer, T_max=max(1, self.hparams.max_steps))
-        return {"optimizer": optimizer,
-                "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
 
 # %%
 model = LitNailSegmentation(encoder=cfg.encoder, lr=cfg.lr, max_steps=cfg.max_steps)
-print(f"U-Net with a {cfg.encoder} encoder: "
-      f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters")
+print(f"{cfg.encoder} U-Net: {sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters")
 
 # %% [markdown]
 # ## 3. The `Trainer`
 #
 # `make_trainer` configures the Trainer from the profile: accelerator, precision
-# (`bf16-mixed` on the GPU), the step budget, a CSV logger under `runs/<profile>/<run name>/`, a
-# checkpoint of the best validation Dice plus `last.ckpt`, and an `EpochClock` that logs each
-# epoch's wall time (`epoch_s`, validation included), so later notebooks can compare
-# pipelines from the logs. `read_metrics` turns a run's CSV log into one row per epoch.
-#
-# `TrainingSpeed` is a small callback that times the training part of every epoch;
-# `bound_images_per_second` runs the same step on batches already on the device. The last
-# section of the notebook uses both.
+# (`bf16-mixed` on the GPU), the step budget, how many batches an epoch may take, and
+# cuDNN's kernel search for the fixed input size. On a GPU it also turns on TF32 for the
+# float32 matrix products, a process-wide setting that stays on for the rest of the
+# notebook. The callbacks and the logger every course run has come from
+# `nailseg_common.run_logs.course_callbacks`: a checkpoint of the best validation Dice plus
+# `last.ckpt`, an `EpochClock` that logs each epoch's wall time (`epoch_s`), about ten
+# progress lines per training, and a CSV log under `runs/<profile>/<run name>/`;
+# `read_metrics` turns that log into one row per epoch.
 
 # %%
 #| export training
 import dataclasses
-import time
 
-import pandas as pd
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.callbacks import Callback, ModelCheckpoint
-from pytorch_lightning.loggers import CSVLogger
 
+from nailseg_common import run_logs
 from nailseg_common.paths import runs_dir
 from nailseg_common.profiles import Profile
-from nailseg_common.progress_lines import ProgressLines, quiet_lightning
 
-
-class EpochClock(Callback):
-    """Logs ``epoch_s``: the wall time of each training epoch, its validation included."""
-
-    def on_train_start(self, trainer, pl_module) -> None:  # also a run resumed mid-epoch
-        self._start = time.perf_counter()
-
-    def on_train_epoch_start(self, trainer, pl_module) -> None:
-        self._start = time.perf_counter()
-
-    def on_train_epoch_end(self, trainer, pl_module) -> None:
-        pl_module.log("epoch_s", time.perf_counter() - self._start, on_epoch=True)
+read_metrics, steady_epoch_seconds = run_logs.read_metrics, run_logs.steady_epoch_seconds
+latest_run_metrics = run_logs.latest_run_metrics  # the log readers, re-exported
 
 
 def make_trainer(profile: Profile, run_name: str, **overrides) -> pl.Trainer:
-    """A ``pl.Trainer`` for ``profile``, logging under ``runs_dir()/profile.name/run_name``.
-
-    ``overrides`` go to ``pl.Trainer``; ``callbacks`` are added to the course's own.
-    """
-    quiet_lightning()
+    """A ``pl.Trainer`` for ``profile``; ``overrides`` go to ``pl.Trainer`` (``callbacks``: added)."""
     if profile.accelerator == "gpu":
-        torch.set_float32_matmul_precision("high")  # TF32 for the float32 parts
-    callbacks = [EpochClock(), *overrides.pop("callbacks", [])]
-    if overrides.pop("enable_progress_bar", True):
-        callbacks.append(ProgressLines())
-    if overrides.get("enable_checkpointing", True):
-        callbacks.insert(0, ModelCheckpoint(monitor="val_dice", mode="max", save_last=True,
-                                            filename="best-{epoch}-{val_dice:.3f}"))
-    logger = CSVLogger(runs_dir() / profile.name, name=run_name)
-    logger.log_hyperparams({"profile": dataclasses.asdict(profile)})
+        torch.set_float32_matmul_precision("high")  # a global setting: TF32 for float32 matmuls
+    callbacks, logger = run_logs.course_callbacks(profile, run_name, overrides)
     options = {
         "accelerator": profile.accelerator, "devices": 1, "precision": profile.precision,
         "max_steps": profile.max_steps, "max_epochs": -1,
@@ -608,81 +661,54 @@ def make_trainer(profile: Profile, run_name: str, **overrides) -> pl.Trainer:
         "num_sanity_val_steps": 0, "enable_model_summary": False, "enable_progress_bar": False,
         "benchmark": profile.accelerator == "gpu",  # fixed input size: let cuDNN pick kernels
     }
-    options.update(overrides)
-    return pl.Trainer(callbacks=callbacks, **options)
+    return pl.Trainer(callbacks=callbacks, **{**options, **overrides})
 
 
-def read_metrics(trainer_or_csv: pl.Trainer | str) -> pd.DataFrame:
-    """Per-epoch metrics (index ``epoch``) from a trainer's CSV log or a ``metrics.csv`` path."""
-    if isinstance(trainer_or_csv, pl.Trainer):
-        logger = trainer_or_csv.logger
-        if not isinstance(logger, CSVLogger):
-            raise TypeError("read_metrics needs a trainer from make_trainer (a CSVLogger); "
-                            f"this one logs with {type(logger).__name__}.")
-        logger.save()
-        trainer_or_csv = logger.experiment.metrics_file_path
-    frame = pd.read_csv(trainer_or_csv)
-    return frame.groupby("epoch").max().drop(columns="step", errors="ignore")
-
-
-def steady_epoch_seconds(metrics: pd.DataFrame) -> float:
-    """Median wall time per epoch of a run's metrics, without the first epoch (starting
-    workers, warming caches) when there are several."""
-    seconds = metrics["epoch_s"].dropna()
-    return float((seconds.iloc[1:] if len(seconds) > 1 else seconds).median())
-
-
-def latest_run_metrics(profile: Profile, run_name: str) -> tuple[pd.DataFrame, str] | None:
-    """The per-epoch metrics of the newest finished ``run_name`` run in ``profile``, with the
-    path of its log; ``None`` when there is none (the notebook that makes it was not run)."""
-    logs = sorted((runs_dir() / profile.name / run_name).glob("version_*/metrics.csv"),
-                  key=lambda path: path.stat().st_mtime)
-    for path in reversed(logs):
-        metrics = read_metrics(str(path))
-        if "val_dice" in metrics and metrics["val_dice"].notna().any():
-            return metrics, str(path)
-    return None
-
+# %% [markdown]
+# ### How fast does it train?
+#
+# The course measures a pipeline with one instrument, taught here and used again in
+# notebooks 03, 04 and 05. `TrainingSpeed` is a callback that times the training part of
+# every epoch: it reads the clock at the start of the epoch and after its last training
+# step, so validation is left out. On a GPU the clock first waits for the queued kernels
+# (`synchronized_now`); it does so only at the two ends of each epoch, so the steps in
+# between run as they always do. Its `images_per_second()` is the median over the epochs,
+# without the first (starting workers, choosing cuDNN kernels) when there are several.
 
 # %%
 #| export training
 import statistics
-import warnings
 
-from torch.utils.data import DataLoader, Dataset
+from pytorch_lightning.callbacks import Callback
 
 from nailseg_common.clock import synchronized_now
 
 
 class TrainingSpeed(Callback):
-    """Training images/s of each epoch: the clock (synchronised) reads at the start of the
-    epoch and after its last training step, so validation is excluded."""
+    """Training images/s of each epoch, validation excluded (``epochs``: images, seconds)."""
 
     def __init__(self) -> None:
-        self.epochs: list[dict] = []
-        self._start: float | None = None
+        self.epochs, self.start = [], None
 
     def on_train_epoch_start(self, trainer, pl_module) -> None:
-        self._start, self._images = synchronized_now(pl_module.device), 0
+        self.start, self.images = synchronized_now(pl_module.device), 0
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        self._images += len(batch["image"]) * trainer.world_size
-        last = batch_idx + 1 >= trainer.num_training_batches
-        if last or 0 < trainer.max_steps <= trainer.global_step:
-            self._stop(pl_module)
+        self.images += len(batch["image"]) * trainer.world_size
+        if batch_idx + 1 >= trainer.num_training_batches or trainer.global_step == trainer.max_steps:
+            self.stop(pl_module)  # the epoch's last training step is done
 
     def on_validation_start(self, trainer, pl_module) -> None:
-        self._stop(pl_module)  # only if the epoch's window is still open
+        self.stop(pl_module)  # a window still open (a loader without a length) closes here
 
-    def on_train_epoch_end(self, trainer, pl_module) -> None:
-        self._stop(pl_module)
+    on_train_epoch_end = on_validation_start
 
-    def _stop(self, pl_module) -> None:
-        if self._start is not None and self._images:
-            seconds = synchronized_now(pl_module.device) - self._start
-            self.epochs.append({"images": self._images, "seconds": seconds,
-                                "img_s": self._images / seconds})
-        self._start = None
+    def stop(self, pl_module) -> None:
+        if self.start is not None and self.images:
+            seconds = synchronized_now(pl_module.device) - self.start
+            self.epochs.append({"images": self.images, "seconds": seconds,
+                                "img_s": self.images / seconds})
+        self.start = None
 
     def images_per_second(self) -> float:
         """Median training images/s over the epochs, the first excluded when there are several."""
@@ -692,64 +718,56 @@ class TrainingSpeed(Callback):
         return statistics.median(speeds[1:] if len(speeds) > 1 else speeds)
 
 
-class _Repeat(Dataset):
-    def __init__(self, batches: list[dict], length: int):
-        self.batches, self.length = batches, length
+# %% [markdown]
+# A speed means little on its own: is it the model's limit or the input pipeline's? The
+# **bound** answers that. `bound_images_per_second` runs the same training step, on a fresh
+# model from `make_model()`, over a few batches that are already on the device, so the
+# input costs nothing; `TrainingSpeed` times it the same way, over `steps` steps in about
+# five epochs. The last section of the notebook divides one by the other.
 
-    def __len__(self) -> int:
-        return self.length
-
-    def __getitem__(self, index: int) -> dict:
-        return self.batches[index % len(self.batches)]
+# %%
+#| export training
+from torch.utils.data import DataLoader
 
 
 def bound_images_per_second(profile: Profile, make_model, batches: list[dict], steps: int) -> float:
-    """Training images/s of a fresh ``make_model()`` when ``batches`` (already on the device)
-    come for free: the same step as in ``fit``, ``steps`` steps in about five epochs."""
+    """Training images/s of ``make_model()`` on ``batches`` already on the device."""
     per_epoch = max(1, steps // 5)
     speed = TrainingSpeed()
-    trainer = make_trainer(dataclasses.replace(profile, max_steps=steps), "bound",
-                           callbacks=[speed], enable_checkpointing=False,
-                           enable_progress_bar=False, limit_train_batches=per_epoch,
-                           limit_val_batches=0)
-    loader = DataLoader(_Repeat(batches, per_epoch), batch_size=None, shuffle=False)
-    with warnings.catch_warnings():  # no validation here, on purpose
-        warnings.filterwarnings("ignore", "You defined a `validation_step` but have no")
-        trainer.fit(make_model(), train_dataloaders=loader)
+    trainer = make_trainer(dataclasses.replace(profile, max_steps=steps), "bound", callbacks=[speed],
+                           enable_checkpointing=False, enable_progress_bar=False,
+                           limit_train_batches=per_epoch, limit_val_batches=0)
+    loader = DataLoader([batches[i % len(batches)] for i in range(per_epoch)], batch_size=None)
+    trainer.fit(make_model(), loader, loader)  # limit_val_batches=0: no validation runs
     return speed.images_per_second()
 
-
-# %%
-speed = TrainingSpeed()
-trainer = make_trainer(cfg, "02_lightning_baseline", callbacks=[speed])
 
 # %% [markdown]
 # ## Training
 #
 # `trainer.fit` runs the steps and prints about ten lines on the way (`ProgressLines`: step,
-# epoch, seconds, training loss and the last validation Dice and IoU).
+# epoch, seconds, training loss and the last validation Dice and IoU); `TrainingSpeed`
+# times it.
 
 # %%
-start = time.perf_counter()
+speed = TrainingSpeed()
+trainer = make_trainer(cfg, "02_lightning_baseline", callbacks=[speed])
 trainer.fit(model, datamodule=datamodule)
-print(f"trained {trainer.current_epoch} epoch(s), {trainer.global_step} steps "
-      f"in {time.perf_counter() - start:.0f} s")
 
 # %% [markdown]
 # ## Loss and score curves
 #
 # The loss falls (a model that knows nothing scores a Lovász hinge near 1, a cross-entropy
-# of about 0.7 and a soft-Dice loss near 1, so about 2.7 in all) and the hard Dice and IoU
-# rise from 0 as the model finds the nails. With the `smoke` profile you see a single epoch,
-# so expect a single point near the start.
+# of ln 2 ≈ 0.69 and a soft-Dice loss near 1, so about 2.7 in all: compare the first line of
+# the training log) and the hard Dice and IoU rise from 0 as the model finds the nails. With
+# the `smoke` profile you see a single epoch, so expect a single point near the start. The
+# table shows the last three epochs of the log.
 
 # %%
-from nailseg_common.plots import plot_training_curves
-
 metrics = read_metrics(trainer)
-plot_training_curves({"this run": metrics})
+plots.plot_training_curves({"this run": metrics})
 plt.show()
-metrics.round(3)
+metrics.tail(3).round(3)
 
 # %% [markdown]
 # ## Validation Dice and IoU of the best checkpoint
@@ -770,13 +788,10 @@ print(f"validation Dice {scores['val_dice']:.3f}, IoU {scores['val_iou']:.3f} "
 # predicted probability; each title is that image's IoU.
 
 # %%
-from nailseg_common.plots import plot_predictions
-
 batch = next(iter(datamodule.val_dataloader()))
-model.eval()
 with torch.no_grad():
-    logits = model(batch["image"].to(model.device)).float().cpu()
-plot_predictions(batch["image"].permute(0, 2, 3, 1).numpy() / 255, batch["label"][:, 0].numpy(),
+    logits = model.eval()(batch["image"].to(model.device)).float().cpu()
+plots.plot_predictions(batch["image"].permute(0, 2, 3, 1).numpy() / 255, batch["label"][:, 0].numpy(),
                  torch.sigmoid(logits)[:, 0].numpy(), scores=per_image_iou(logits, batch["label"]))
 plt.show()
 
@@ -799,31 +814,28 @@ plt.show()
 # model for a few hundred steps at most on a GPU (a few on a CPU).
 
 # %%
-import itertools
-
-from nailseg_common.benchmark import load_results
-
-bound_batches = [{key: value.to(cfg.device) for key, value in batch.items()}
-                 for batch in itertools.islice(datamodule.train_dataloader(), 4)]
+on_device = [{key: value.to(cfg.device) for key, value in b.items()} for b in first_batches]
 bound = bound_images_per_second(
     cfg, lambda: LitNailSegmentation(encoder=cfg.encoder, lr=cfg.lr, max_steps=cfg.max_steps),
-    bound_batches, steps=200 if cfg.device.type == "cuda" else 4)
+    on_device, steps=200 if cfg.device.type == "cuda" else 4)
 print(f"training {speed.images_per_second():.0f} images/s (median of {len(speed.epochs)} "
       f"epoch(s)), bound {bound:.0f} images/s: ratio {speed.images_per_second() / bound:.2f}")
-reference = load_results()
 for name in ("albumentations_w15", "dali"):
-    run = reference["pipelines"][name]
-    print(f"committed H100 benchmark, {name}: ratio {run['train_ratio_to_bound']:.2f} "
-          f"({run['train']['img_s_min']:.0f}..{run['train']['img_s_max']:.0f} images/s over "
-          f"{len(run['train']['repeats'])} repeats, bound {reference['bound']['img_s']:.0f})")
+    run = load_results()["pipelines"][name]
+    print(f"committed H100 benchmark, {name}: ratio {run['train_ratio_to_bound']:.2f} (training "
+          f"{run['train']['img_s_min']:.0f}..{run['train']['img_s_max']:.0f} images/s, "
+          f"{len(run['train']['repeats'])} repeats)")
 
 # %% [markdown]
-# On a CPU the model itself is slow, so the workers keep up and the ratio is near 1 (unless
-# workers and model fight over the same few cores). On a GPU the step shrinks while the CPU
-# cost per image stays: the committed benchmark above shows Albumentations on 15 workers
-# well below the bound and DALI close to it. Notebooks 03 and 04 close that gap by moving
-# augmentation, and then reading and resizing too, onto the GPU, and measure it with the
-# same two functions; notebook 05 repeats the measurement with windows and spread.
+# Read your own ratio in the first line. On a CPU the model itself is slow, but the workers
+# compete with it for the same few cores, so the ratio says as much about the machine as
+# about the pipeline (and in the `smoke` profile, with its two steps, it says nothing). On a
+# GPU the step shrinks while the CPU cost per image stays: in the committed H100 benchmark
+# (the last two lines, read from `results/benchmark_h100.json`, which notebook 05 explains),
+# Albumentations on 15 workers delivers about two thirds of the bound and DALI nearly all of
+# it. Notebooks 03 and 04 close that gap by moving augmentation, and then reading and
+# resizing too, onto the GPU, and measure it with the same two functions; notebook 05
+# repeats the measurement with windows and spread.
 #
 # ## Summary
 #

@@ -8,13 +8,15 @@ from segmentation_models_pytorch.losses import LovaszLoss
 from torchmetrics.functional.classification import binary_jaccard_index
 
 from nailseg_common.losses import lovasz_hinge, soft_dice_loss, symmetric_lovasz
-from nailseg_common.metrics import (
-    binary_dice_coefficient,
-    binary_mean_iou,
-    per_image_dice,
-    per_image_iou,
-    per_image_soft_dice,
-)
+from nailseg_common.metrics import per_image_dice, per_image_iou, per_image_soft_dice
+
+
+def soft_dice(logits, targets) -> torch.Tensor:
+    return per_image_soft_dice(logits, targets).mean()
+
+
+def mean_iou(logits, targets) -> torch.Tensor:
+    return per_image_iou(logits, targets).mean()
 
 
 def image(values) -> torch.Tensor:
@@ -88,33 +90,33 @@ def test_shape_mismatch_is_an_error():
 
 
 def test_dice_by_hand():
-    assert binary_dice_coefficient(image([20, -20, 20, -20]), TARGET).item() == pytest.approx(1.0)
+    assert soft_dice(image([20, -20, 20, -20]), TARGET).item() == pytest.approx(1.0)
     # p = 0.5 everywhere: 2 * (0.5 + 0.5) / (2 + 2)
-    assert binary_dice_coefficient(torch.zeros(1, 1, 1, 4), TARGET).item() == pytest.approx(0.5)
-    assert binary_dice_coefficient(image([-20, 20, -20, 20]), TARGET).item() == pytest.approx(0, abs=1e-6)
+    assert soft_dice(torch.zeros(1, 1, 1, 4), TARGET).item() == pytest.approx(0.5)
+    assert soft_dice(image([-20, 20, -20, 20]), TARGET).item() == pytest.approx(0, abs=1e-6)
 
 
 def test_dice_empty_mask_convention():
     empty = torch.zeros(1, 1, 1, 4)
-    assert binary_dice_coefficient(torch.full((1, 1, 1, 4), -math.inf), empty).item() == 1.0
-    assert binary_dice_coefficient(torch.zeros(1, 1, 1, 4), empty).item() == 0.0
+    assert soft_dice(torch.full((1, 1, 1, 4), -math.inf), empty).item() == 1.0
+    assert soft_dice(torch.zeros(1, 1, 1, 4), empty).item() == 0.0
 
 
 def test_iou_by_hand():
     # predicted {0, 1}, target {0, 2}: intersection 1, union 3
-    assert binary_mean_iou(image([1, 1, -1, -1]), TARGET).item() == pytest.approx(1 / 3)
-    assert binary_mean_iou(image([5, -5, 5, -5]), TARGET).item() == 1.0
-    assert binary_mean_iou(image([-5, 5, -5, 5]), TARGET).item() == 0.0
+    assert mean_iou(image([1, 1, -1, -1]), TARGET).item() == pytest.approx(1 / 3)
+    assert mean_iou(image([5, -5, 5, -5]), TARGET).item() == 1.0
+    assert mean_iou(image([-5, 5, -5, 5]), TARGET).item() == 0.0
     empty = torch.zeros(1, 1, 1, 4)
-    assert binary_mean_iou(image([-1, -1, -1, -1]), empty).item() == 1.0  # both empty
-    assert binary_mean_iou(image([-1, 1, -1, -1]), empty).item() == 0.0
+    assert mean_iou(image([-1, -1, -1, -1]), empty).item() == 1.0  # both empty
+    assert mean_iou(image([-1, 1, -1, -1]), empty).item() == 0.0
 
 
 def test_metrics_are_means_over_images():
     logits = torch.cat([image([1, 1, -1, -1]), image([5, -5, 5, -5])])
     targets = torch.cat([TARGET, TARGET])
     assert per_image_iou(logits, targets).tolist() == pytest.approx([1 / 3, 1.0])
-    assert binary_mean_iou(logits, targets).item() == pytest.approx(2 / 3)
+    assert mean_iou(logits, targets).item() == pytest.approx(2 / 3)
     assert per_image_soft_dice(logits, targets).shape == (2,)
     assert per_image_dice(logits, targets).tolist() == pytest.approx([0.5, 1.0])  # 2·1/(2+2), equal
 
