@@ -5,14 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import albumentations as A
 import kornia.augmentation as K
 import torch
 import torch.nn.functional as F
 from kornia.filters import filter2d_separable, get_gaussian_kernel1d
 from torch import nn
 
-from nailseg_common.augmentation import augment_pairs, policy_transforms
 from nailseg_common.models import to_unit_float
 from nailseg_common.policy import POLICY, PolicyOp
 
@@ -165,15 +163,3 @@ class KorniaAugmentation(nn.Module):
         u = torch.rand(image.shape[0], 12, device=image.device, generator=generator)
         image, label = _fused_geometry(image, label, self.policy, u)
         return _fused_photometric(image, self.policy, u, generator), label
-
-
-def gallery_panels(images: torch.Tensor, labels: torch.Tensor, seed: int = 0) -> dict:
-    """The same uint8 batch (``N×3×S×S``, ``N×1×S×S``) as input, through Albumentations and both
-    Kornia implementations: ``{name: (N×S×S×3 float images in [0, 1], N×S×S masks)}``."""
-    hwc, masks = images.permute(0, 2, 3, 1).numpy(), labels[:, 0].numpy()
-    panels = {"input (resized)": (hwc / 255, masks),
-              "Albumentations": augment_pairs(A.Compose(policy_transforms(), seed=seed), hwc, masks)}
-    for implementation in IMPLEMENTATIONS:
-        image, label = KorniaAugmentation(implementation=implementation, seed=seed)(images, labels)
-        panels[f"Kornia {implementation}"] = (image.permute(0, 2, 3, 1).numpy(), label[:, 0].numpy())
-    return panels

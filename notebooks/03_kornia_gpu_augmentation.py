@@ -58,6 +58,7 @@ import pytorch_lightning as pl
 from IPython.display import display
 
 from nailseg_common import plots
+from nailseg_common.augmentation import gallery_panels
 from nailseg_common.benchmark import TARGETS, load_results, results_label
 from nailseg_common.datasets import NailDataModule
 from nailseg_common.models import LitNailSegmentation
@@ -510,35 +511,15 @@ print("out:", tuple(out_image.shape), out_image.dtype, f"[{out_image.min():.2f},
       "| label values", out_label.unique().tolist())
 
 # %% [markdown]
-# ## Albumentations vs Kornia on the same images
+# ## The gallery
 #
-# The same four resized images through Albumentations (notebook 02's CPU pipeline) and both
-# Kornia implementations. The random draws differ between libraries, so the pictures differ;
-# what must agree is the kind of change (flips, rotations, small shifts and zooms,
-# brightness/contrast, a little noise and blur) and that the yellow mask outline stays on
-# the nail after every geometric change.
+# Four images from the cache, resized only, then three draws of the fused module on the
+# same batch, with notebook 02's `gallery_panels` (it takes the augmentation to show as a
+# function). The yellow outline is the mask: it must stay on the nail after every flip,
+# rotation, shift and zoom, while brightness, contrast, noise and blur touch the image only.
 
 # %%
-#| export gpu_augmentation
-import albumentations as A
-
-from nailseg_common.augmentation import augment_pairs, policy_transforms
-
-
-def gallery_panels(images: torch.Tensor, labels: torch.Tensor, seed: int = 0) -> dict:
-    """The same uint8 batch (``N×3×S×S``, ``N×1×S×S``) as input, through Albumentations and both
-    Kornia implementations: ``{name: (N×S×S×3 float images in [0, 1], N×S×S masks)}``."""
-    hwc, masks = images.permute(0, 2, 3, 1).numpy(), labels[:, 0].numpy()
-    panels = {"input (resized)": (hwc / 255, masks),
-              "Albumentations": augment_pairs(A.Compose(policy_transforms(), seed=seed), hwc, masks)}
-    for implementation in IMPLEMENTATIONS:
-        image, label = KorniaAugmentation(implementation=implementation, seed=seed)(images, labels)
-        panels[f"Kornia {implementation}"] = (image.permute(0, 2, 3, 1).numpy(), label[:, 0].numpy())
-    return panels
-
-
-# %%
-plots.plot_augmentation_gallery(gallery_panels(images[:4], labels[:4], seed=1))
+plots.plot_augmentation_gallery(gallery_panels(images[:4], labels[:4], KorniaAugmentation(seed=1)))
 plt.show()
 
 # %% [markdown]
