@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -12,38 +11,19 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
 
-from nailseg_common.atomic import folder_lock, staged_folder
 from nailseg_common.augmentation import valid_transform
-from nailseg_common.integrity import file_records, verify_records
+from nailseg_common.built_once import build_once
 from nailseg_common.paths import DataLocation
 from nailseg_common.preparation import read_split
 from nailseg_common.profiles import Profile
 
 SPLITS = ("train", "valid")
 CACHE_FORMAT = 2
-CACHE_FILES = tuple(f"{split}_{kind}.npy" for split in SPLITS for kind in ("images", "labels"))
 
 
 def cache_dir(location: DataLocation, image_size: int) -> Path:
     """Where the cache for ``image_size`` lives."""
     return location.prepared / f"cache_{image_size}"
-
-
-def _manifest(location: DataLocation, image_size: int) -> dict:
-    """What the cache is made from: per split, the npy files (relative to the prepared folder)."""
-    sources = {split: [os.path.relpath(p, location.prepared)
-                       for p in read_split(location, split)["npy_image"]] for split in SPLITS}
-    return {"format": CACHE_FORMAT, "image_size": image_size, "sources": sources}
-
-
-def _is_current(folder: Path, manifest: dict) -> bool:
-    """The cache was made from these sources, and every file is as it was written."""
-    try:
-        written = json.loads((folder / "manifest.json").read_text())
-    except (OSError, ValueError):
-        return False
-    files = written.pop("files", None)
-    return written == manifest and isinstance(files, dict) and not verify_records(folder, files)
 
 
 def _write_split(location: DataLocation, split: str, image_size: int, folder: Path) -> None:
@@ -56,9 +36,6 @@ def _write_split(location: DataLocation, split: str, image_size: int, folder: Pa
                                        dtype=np.uint8, shape=(shape[0], 1, *shape[1:]))
     for i, (image_file, mask_file) in enumerate(zip(frame["npy_image"], frame["npy_mask"])):
         image, mask = np.load(image_file), np.load(mask_file)
-        if image.ndim != 3 or image.shape[2] != 3 or mask.shape[:2] != image.shape[:2]:
-            raise ValueError(f"{image_file}: expected an H×W×3 image with an H×W×1 mask, got "
-                             f"{image.shape} and {mask.shape}; re-run `make data`.")
         out = transform(image=image, mask=mask.reshape(mask.shape[:2]))
         images[i] = out["image"].transpose(2, 0, 1)
         labels[i, 0] = out["mask"]
@@ -67,23 +44,17 @@ def _write_split(location: DataLocation, split: str, image_size: int, folder: Pa
 
 
 def ensure_cache(location: DataLocation, image_size: int) -> Path:
-    """Build the uint8 cache of both splits once; later calls check it and return its folder.
+    """Build the uint8 cache of both splits once; later calls check it and return its folder."""
+    sources = {split: [os.path.relpath(p, location.prepared)
+                       for p in read_split(location, split)["npy_image"]] for split in SPLITS}
 
-    A cache made from another split, or with a missing or resized file, is rebuilt.
-    """
-    target = cache_dir(location, image_size)
-    manifest = _manifest(location, image_size)
-    if _is_current(target, manifest):
-        return target
-    with folder_lock(target):
-        if _is_current(target, manifest):
-            return target
-        with staged_folder(target) as staging:
-            for split in SPLITS:
-                _write_split(location, split, image_size, staging)
-            files = file_records(staging, CACHE_FILES)
-            (staging / "manifest.json").write_text(json.dumps({**manifest, "files": files}))
-    return target
+    def write(folder: Path) -> None:
+        for split in SPLITS:
+            _write_split(location, split, image_size, folder)
+
+    files = [f"{split}_{kind}.npy" for split in SPLITS for kind in ("images", "labels")]
+    manifest = {"format": CACHE_FORMAT, "image_size": image_size, "sources": sources}
+    return build_once(cache_dir(location, image_size), manifest, write, files)
 
 
 def load_cache(location: DataLocation, image_size: int, split: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -138,13 +109,10 @@ class CachedNailDataModule(pl.LightningDataModule):
                 self.data[split] = BatchSlices(images, labels)
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
-        if split not in self.data:
-            self.setup()
+        self.setup()
         dataset = self.data[split]
-        if shuffle:
-            order = RandomSampler(dataset, generator=torch.Generator().manual_seed(self.seed))
-        else:
-            order = SequentialSampler(dataset)
+        order = (RandomSampler(dataset, generator=torch.Generator().manual_seed(self.seed))
+                 if shuffle else SequentialSampler(dataset))
         batches = BatchSampler(order, self.profile.batch_size,
                                drop_last=shuffle and len(dataset) >= self.profile.batch_size)
         return DataLoader(dataset, sampler=batches, batch_size=None, num_workers=self.num_workers,

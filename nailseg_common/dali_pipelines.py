@@ -4,49 +4,26 @@
 from __future__ import annotations
 
 import os
-import platform
 from collections.abc import Mapping, Sequence
 from typing import Self
 
 import pytorch_lightning as pl
 
+from nailseg_common.dali_support import (
+    DALIGenericIterator,
+    LastBatchPolicy,
+    dali_available,
+    dali_status,
+    default_num_threads,
+    fn,
+    pipeline_def,
+    require_dali,
+    types,
+)
 from nailseg_common.paths import DataLocation
 from nailseg_common.policy import POLICY, PolicyOp
 from nailseg_common.preparation import read_split
 from nailseg_common.profiles import Profile
-
-try:
-    from nvidia.dali import fn, pipeline_def, types
-    from nvidia.dali.plugin.base_iterator import LastBatchPolicy
-    from nvidia.dali.plugin.pytorch import DALIGenericIterator
-except ImportError as error:  # macOS, Windows, or a Linux environment without the wheel
-    _IMPORT_ERROR: ImportError | None = error
-else:
-    _IMPORT_ERROR = None
-
-
-def dali_available() -> bool:
-    """True when ``nvidia.dali`` imports (Linux x86_64/aarch64 with the wheel installed)."""
-    return _IMPORT_ERROR is None
-
-
-def dali_status() -> str:
-    """One line: the DALI version in use, or why it is missing and what to do."""
-    if _IMPORT_ERROR is None:
-        import nvidia.dali
-
-        return f"NVIDIA DALI {nvidia.dali.__version__} is available."
-    system = platform.system()
-    where = (f"DALI has no wheels for {system}" if system in ("Darwin", "Windows")
-             else "DALI is not installed in this environment")
-    return (f"{where} ({_IMPORT_ERROR}). DALI ships Linux wheels only: run this notebook on "
-            "Linux, WSL2 or Colab, or `pip install nvidia-dali-cuda120` on Linux.")
-
-
-def require_dali() -> None:
-    """Raise a RuntimeError with :func:`dali_status` when DALI is missing."""
-    if _IMPORT_ERROR is not None:
-        raise RuntimeError(dali_status()) from _IMPORT_ERROR
 
 
 def dali_device(profile: Profile) -> str:
@@ -55,27 +32,16 @@ def dali_device(profile: Profile) -> str:
     return "gpu" if profile.device.type == "cuda" else "cpu"
 
 
-def default_num_threads(device: str) -> int:
-    """CPU threads for DALI: all cores when everything runs on the CPU, a few for the reader."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, cores) if device == "cpu" else max(1, min(4, cores))
+def where_dali_runs(profile: Profile) -> str:
+    """One line: DALI's version and the device of its operators, or why DALI is missing."""
+    where = {"gpu": "the GPU", "cpu": "the CPU (CPU-only mode: device_id=None)"}[dali_device(profile)]
+    return f"{dali_status()} Its operators run on {where}." if dali_available() else dali_status()
 
 
 READER_NAME = "images"  # the reader whose epoch the iterator follows
 OUTPUT_MAP = ["image", "label"]
 SAMPLE_ID_BYTES = 512  # the file path of each sample, zero-padded to a fixed length
 SHUFFLE_SEED = 1234  # the same on every rank: one global permutation per epoch, split in shards
-
-
-def _pipeline_def(graph):
-    """``pipeline_def`` when DALI is importable; else a stand-in that raises :func:`dali_status`."""
-    if _IMPORT_ERROR is None:
-        return pipeline_def(graph)
-
-    def unavailable(*args, **kwargs):
-        require_dali()
-
-    return unavailable
 
 
 def _coin(policy: Mapping[str, PolicyOp], name: str):
@@ -129,23 +95,17 @@ def _photometric(image, policy: Mapping[str, PolicyOp]):
     return image
 
 
-@_pipeline_def
+@pipeline_def
 def nail_pipeline(image_files: Sequence[str], mask_files: Sequence[str], image_size: int,
                   augment: bool, on_gpu: bool, shard_id: int = 0, num_shards: int = 1,
                   policy: Mapping[str, PolicyOp] = POLICY, shuffle: bool | None = None,
                   sample_ids: bool = False):
-    """The DALI graph: read image and mask npy, resize (and augment), CHW uint8 out
-    (and each image's zero-padded file path with ``sample_ids``).
-
-    Two numpy readers with the same files, shard and shuffle settings read images and
-    masks in the same order. ``shuffle=None`` follows ``augment``: training reshuffles the
-    whole set every epoch with a seed shared by all ranks (so the shards stay disjoint).
-    """
+    """The DALI graph: read image and mask npy, resize (and augment), CHW uint8 out (and
+    each image's zero-padded file path with ``sample_ids``). ``shuffle=None`` follows
+    ``augment``: training reshuffles the whole set every epoch with a seed all ranks share."""
     reader = {"shard_id": shard_id, "num_shards": num_shards, "pad_last_batch": True,
               "prefetch_queue_depth": 2}
-    if shuffle is None:
-        shuffle = augment
-    if shuffle:
+    if augment if shuffle is None else shuffle:
         reader.update(shuffle_after_epoch=True, shuffle_after_epoch_seed=SHUFFLE_SEED)
     image = fn.readers.numpy(files=list(image_files), name=READER_NAME, **reader)
     mask = fn.readers.numpy(files=list(mask_files), **reader)
@@ -174,20 +134,14 @@ def build_pipeline(image_files: Sequence[str], mask_files: Sequence[str], *, ima
                    num_threads: int | None = None, seed: int = 42, prefetch_queue_depth: int = 2,
                    policy: Mapping[str, PolicyOp] = POLICY, shuffle: bool | None = None,
                    sample_ids: bool = False):
-    """A built :func:`nail_pipeline` on ``device`` ("gpu" or "cpu", see :func:`dali_device`).
-
-    ``seed`` drives the augmentations: give every rank its own (``seed + rank``).
-    """
+    """A built :func:`nail_pipeline` on ``device`` ("gpu" or "cpu", see :func:`dali_device`);
+    ``seed`` drives the augmentations: give every rank its own (``seed + rank``)."""
     require_dali()
     if device not in ("gpu", "cpu"):
         raise ValueError(f"device must be 'gpu' or 'cpu', not {device!r}")
     if len(image_files) != len(mask_files):
         raise ValueError(f"{len(image_files)} image files but {len(mask_files)} mask files: "
                          "images and masks must pair up one to one.")
-    if not image_files:
-        raise ValueError("No npy files to read: run preparation.ensure_prepared first.")
-    if not 0 <= shard_id < num_shards:
-        raise ValueError(f"shard_id {shard_id} is outside 0..{num_shards - 1}")
     pipe = nail_pipeline(
         list(map(str, image_files)), list(map(str, mask_files)), image_size, augment,
         device == "gpu", shard_id, num_shards, policy, shuffle, sample_ids,
@@ -199,14 +153,8 @@ def build_pipeline(image_files: Sequence[str], mask_files: Sequence[str], *, ima
 
 
 class DALILoader:
-    """Batches ``{"image", "label"}`` from a DALI pipeline, with ``len()`` = batches per epoch.
-
-    ``train=True``: ``LastBatchPolicy.DROP`` (full batches only), and an epoch stopped early
-    continues on the next pass. ``train=False``: ``PARTIAL`` (every sample of the shard once),
-    and an epoch stopped early is finished before the next pass, so every pass starts at the
-    first sample. ``last_batch_policy`` overrides the policy (``FILL`` is DALI's default).
-    A pipeline built with ``sample_ids=True`` needs ``sample_ids=True`` here too.
-    """
+    """Batches ``{"image", "label"}`` with ``len()`` = batches per epoch: ``DROP`` for training,
+    ``PARTIAL`` for validation, unless ``last_batch_policy`` says otherwise."""
 
     def __init__(self, pipeline, *, train: bool, last_batch_policy=None, sample_ids: bool = False):
         require_dali()
@@ -264,30 +212,17 @@ def split_files(location: DataLocation, split: str) -> tuple[list[str], list[str
     return frame["npy_image"].tolist(), frame["npy_mask"].tolist()
 
 
-def gallery_panels(image_files: Sequence[str], mask_files: Sequence[str], image_size: int,
-                   draws: int = 3, device: str = "cpu", seed: int = 0) -> dict:
-    """The images resized, then ``draws`` passes of the training graph over the same images:
-    ``{name: (N×S×S×3 float images in [0, 1], N×S×S masks)}`` for the gallery plot."""
-    def panel(batch: dict) -> tuple:
-        image = batch["image"].permute(0, 2, 3, 1).float().div(255).cpu().numpy()
-        return image, batch["label"][:, 0].cpu().numpy()
-
-    options = {"image_size": image_size, "batch_size": len(image_files), "device": device,
-               "seed": seed, "shuffle": False}
-    plain = DALILoader(build_pipeline(image_files, mask_files, augment=False, **options),
-                       train=False)
-    panels = {"resized": panel(next(iter(plain)))}
-    augmented = DALILoader(build_pipeline(image_files, mask_files, augment=True, **options),
-                           train=False)
-    for draw in range(1, draws + 1):
-        panels[f"augmented #{draw}"] = panel(next(iter(augmented)))
-    return panels
+def shard_of(trainer) -> tuple[int, int, int | None]:
+    """(shard_id, num_shards, CUDA device index) of this rank; (0, 1, None) without a trainer."""
+    if trainer is None:
+        return 0, 1, None
+    root = trainer.strategy.root_device
+    return trainer.global_rank, trainer.world_size, root.index if root.type == "cuda" else None
 
 
 class DALINailDataModule(pl.LightningDataModule):
-    """Train and validation :class:`DALILoader` s for Lightning, on :func:`dali_device` of
-    ``profile``. Each rank reads shard ``global_rank`` of ``world_size`` on its own GPU.
-    ``sample_ids=True`` adds each sample's file to the training batches (``sample_id``)."""
+    """Train and validation :class:`DALILoader` s on :func:`dali_device` of ``profile``, one
+    shard per rank; ``sample_ids=True`` adds each sample's file to the training batches."""
 
     def __init__(self, location: DataLocation, profile: Profile, seed: int = 42,
                  num_threads: int | None = None, sample_ids: bool = False):
@@ -298,17 +233,9 @@ class DALINailDataModule(pl.LightningDataModule):
         self.num_threads, self.sample_ids = num_threads, sample_ids
         self._loaders: dict[str, DALILoader] = {}
 
-    def _rank(self) -> tuple[int, int, int | None]:
-        """(shard_id, num_shards, CUDA device index) from the trainer, if one is attached."""
-        trainer = self.trainer
-        if trainer is None:
-            return 0, 1, None
-        root = trainer.strategy.root_device
-        return trainer.global_rank, trainer.world_size, root.index if root.type == "cuda" else None
-
     def _loader(self, split: str) -> DALILoader:
         if split not in self._loaders:
-            shard_id, num_shards, device_id = self._rank()
+            shard_id, num_shards, device_id = shard_of(self.trainer)
             images, masks = split_files(self.location, split)
             loader = make_loader(
                 images, masks, image_size=self.profile.image_size,

@@ -5,21 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import albumentations as A
 import kornia.augmentation as K
-import pandas as pd
 import torch
 import torch.nn.functional as F
 from kornia.filters import filter2d_separable, get_gaussian_kernel1d
 from torch import nn
-from torch.utils.data import DataLoader
 
-from nailseg_common.augmentation import augment_pairs, policy_transforms
-from nailseg_common.datasets import seed_worker_transform
 from nailseg_common.models import to_unit_float
 from nailseg_common.policy import POLICY, PolicyOp
-from nailseg_common.profiles import Profile
-from nailseg_common.timing import measure_loader
 
 
 def _check_policy(policy: Mapping[str, PolicyOp]) -> None:
@@ -75,15 +68,65 @@ def _warp(image, label, flip_x, flip_y, angle, scale, shift_x, shift_y):
     return image, label
 
 
+def _gate(u, policy, name: str, column: int) -> torch.Tensor:
+    """Per sample: is op ``name`` applied (False for every sample when it is not in the policy)?"""
+    if name not in policy:
+        return torch.zeros_like(u[:, 0], dtype=torch.bool)
+    return u[:, column] < policy[name].probability
+
+
+def _between(u, column: int, low: float, high: float) -> torch.Tensor:
+    return low + (high - low) * u[:, column]
+
+
+def _fused_geometry(image, label, policy, u):
+    """Both flips and the affine as one matrix per sample, one resampling of the batch."""
+    if not any(name in policy for name in ("horizontal_flip", "vertical_flip", "affine")):
+        return image, label
+    height, width = image.shape[2:]
+    flip_x = torch.where(_gate(u, policy, "horizontal_flip", 0), -1.0, 1.0)
+    flip_y = torch.where(_gate(u, policy, "vertical_flip", 1), -1.0, 1.0)
+    angle = shift_x = shift_y = torch.zeros_like(flip_x)
+    scale = torch.ones_like(flip_x)
+    if "affine" in policy:
+        q, on = policy["affine"].params, _gate(u, policy, "affine", 2)
+        angle = torch.where(on, torch.deg2rad(_between(u, 3, -q["rotate_deg"], q["rotate_deg"])), 0.0)
+        scale = torch.where(on, _between(u, 4, *q["scale"]), 1.0)
+        shift_x = torch.where(on, _between(u, 5, -q["translate"], q["translate"]) * width, 0.0)
+        shift_y = torch.where(on, _between(u, 6, -q["translate"], q["translate"]) * height, 0.0)
+    return _warp(image, label, flip_x, flip_y, angle, scale, shift_x, shift_y)
+
+
+def _fused_photometric(image, policy, u, generator):
+    """Brightness/contrast, noise and blur, each switched on per sample."""
+    if "brightness_contrast" in policy:
+        q, on = policy["brightness_contrast"].params, _gate(u, policy, "brightness_contrast", 7)
+        alpha = torch.where(on, _between(u, 8, 1 - q["contrast"], 1 + q["contrast"]), 1.0)
+        beta = torch.where(on, _between(u, 9, -q["brightness"], q["brightness"]), 0.0)
+        image = (image * alpha.view(-1, 1, 1, 1) + beta.view(-1, 1, 1, 1)).clamp_(0, 1)
+    if "gaussian_noise" in policy:
+        std = torch.where(_gate(u, policy, "gaussian_noise", 10),
+                          _between(u, 11, *policy["gaussian_noise"].params["std"]), 0.0)
+        noise = torch.randn(image.shape, device=image.device, generator=generator)
+        image = (image + noise * std.view(-1, 1, 1, 1)).clamp_(0, 1)
+    if "gaussian_blur" in policy:
+        q = policy["gaussian_blur"].params
+        # Two more numbers per sample (a second call keeps the columns above stable).
+        v = torch.rand(image.shape[0], 2, device=image.device, generator=generator)
+        sigma = (q["sigma"][0] + (q["sigma"][1] - q["sigma"][0]) * v[:, 1]).view(-1, 1)
+        kernel = get_gaussian_kernel1d(q["kernel"], sigma)
+        blurred = filter2d_separable(image, kernel, kernel, border_type="reflect")
+        on = v[:, 0] < policy["gaussian_blur"].probability
+        image = torch.where(on.view(-1, 1, 1, 1), blurred, image)
+    return image
+
+
 IMPLEMENTATIONS = ("fused", "sequential")
 
 
 class KorniaAugmentation(nn.Module):
-    """The course's augmentation policy on a batch: ``forward(image, label) -> (image, label)``.
-
-    ``implementation`` is ``"fused"`` (default) or ``"sequential"`` (:func:`kornia_sequential`);
-    ``policy`` may hold a subset of :data:`POLICY`; ``seed`` gives the module its own generator.
-    """
+    """The policy (or a subset) on a batch, ``"fused"`` or ``"sequential"`` (:func:`kornia_sequential`):
+    ``forward(image, label) -> (image, label)``; ``seed`` gives the module its own generator."""
 
     def __init__(self, policy: Mapping[str, PolicyOp] = POLICY, implementation: str = "fused",
                  seed: int | None = None):
@@ -91,156 +134,32 @@ class KorniaAugmentation(nn.Module):
         if implementation not in IMPLEMENTATIONS:
             raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, got {implementation!r}.")
         _check_policy(policy)
-        self.policy = dict(policy)
-        self.implementation = implementation
-        self.seed = seed
+        self.policy, self.implementation, self.seed = dict(policy), implementation, seed
         self.sequential = kornia_sequential(policy) if implementation == "sequential" else None
-        self._generators: dict[str, torch.Generator] = {}
-        self._cpu_rng_state = (torch.Generator().manual_seed(seed).get_state()
-                               if seed is not None else None)
+        self.generators: dict[str, torch.Generator] = {}  # one per device, with a seed
+        self.cpu_rng_state = torch.Generator().manual_seed(seed).get_state() if seed is not None else None
 
     def extra_repr(self) -> str:
         return f"implementation={self.implementation!r}, ops={list(self.policy)}, seed={self.seed}"
 
-    def _generator(self, device: torch.device) -> torch.Generator | None:
-        if self.seed is None:
-            return None
-        key = str(device)
-        if key not in self._generators:
-            self._generators[key] = torch.Generator(device=device).manual_seed(self.seed)
-        return self._generators[key]
-
     @torch.no_grad()
     def forward(self, image: torch.Tensor, label: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if image.ndim != 4 or image.shape[1] != 3 or label.ndim != 4 or label.shape[1] != 1:
-            raise ValueError(f"Expected image B×3×H×W and label B×1×H×W, got "
-                             f"{tuple(image.shape)} and {tuple(label.shape)}.")
-        if image.shape[0] != label.shape[0] or image.shape[2:] != label.shape[2:]:
-            raise ValueError(f"Image {tuple(image.shape)} and label {tuple(label.shape)} differ "
-                             "in batch size or spatial size.")
+        if (image.ndim != 4 or image.shape[1] != 3 or label.ndim != 4 or label.shape[1] != 1
+                or image.shape[0] != label.shape[0] or image.shape[2:] != label.shape[2:]):
+            raise ValueError(f"Expected image B×3×H×W and label B×1×H×W of the same batch and "
+                             f"size, got {tuple(image.shape)} and {tuple(label.shape)}.")
         image, label = to_unit_float(image), label.float()
-        if self.implementation == "sequential":
-            return self._forward_sequential(image, label)
-        return self._forward_fused(image, label)
-
-    def _forward_sequential(self, image, label):
-        # Kornia samples with the global CPU generator: with a seed, swap in our own state.
-        if self._cpu_rng_state is None:
-            image, label = self.sequential(image, label)
-        else:
-            with torch.random.fork_rng(devices=[]):
-                torch.set_rng_state(self._cpu_rng_state)
+        if self.implementation == "sequential":  # Kornia samples with the global CPU generator
+            with torch.random.fork_rng(devices=[], enabled=self.seed is not None):
+                if self.seed is not None:
+                    torch.set_rng_state(self.cpu_rng_state)
                 image, label = self.sequential(image, label)
-                self._cpu_rng_state = torch.get_rng_state()
-        return image.clamp_(0, 1), label
-
-    def _forward_fused(self, image, label):
-        p = self.policy
-        batch, _, height, width = image.shape
-        device = image.device
-        generator = self._generator(device)
-        # Every uniform number of the batch in one call: gates and parameters, one row per sample.
-        u = torch.rand(batch, 12, device=device, generator=generator)
-
-        def gate(name: str, column: int) -> torch.Tensor:
-            if name not in p:
-                return torch.zeros_like(u[:, 0], dtype=torch.bool)
-            return u[:, column] < p[name].probability
-
-        def uniform(column: int, low: float, high: float) -> torch.Tensor:
-            return low + (high - low) * u[:, column]
-
-        if any(name in p for name in ("horizontal_flip", "vertical_flip", "affine")):
-            flip_x = torch.where(gate("horizontal_flip", 0), -1.0, 1.0)
-            flip_y = torch.where(gate("vertical_flip", 1), -1.0, 1.0)
-            angle = shift_x = shift_y = torch.zeros_like(flip_x)
-            scale = torch.ones_like(flip_x)
-            if "affine" in p:
-                q, on = p["affine"].params, gate("affine", 2)
-                angle = torch.where(on, torch.deg2rad(uniform(3, -q["rotate_deg"], q["rotate_deg"])), 0.0)
-                scale = torch.where(on, uniform(4, *q["scale"]), 1.0)
-                shift_x = torch.where(on, uniform(5, -q["translate"], q["translate"]) * width, 0.0)
-                shift_y = torch.where(on, uniform(6, -q["translate"], q["translate"]) * height, 0.0)
-            image, label = _warp(image, label, flip_x, flip_y, angle, scale, shift_x, shift_y)
-        if "brightness_contrast" in p:
-            q, on = p["brightness_contrast"].params, gate("brightness_contrast", 7)
-            alpha = torch.where(on, uniform(8, 1 - q["contrast"], 1 + q["contrast"]), 1.0)
-            beta = torch.where(on, uniform(9, -q["brightness"], q["brightness"]), 0.0)
-            image = (image * alpha.view(-1, 1, 1, 1) + beta.view(-1, 1, 1, 1)).clamp_(0, 1)
-        if "gaussian_noise" in p:
-            std = torch.where(gate("gaussian_noise", 10),
-                              uniform(11, *p["gaussian_noise"].params["std"]), 0.0)
-            noise = torch.randn(image.shape, device=device, generator=generator)
-            image = (image + noise * std.view(-1, 1, 1, 1)).clamp_(0, 1)
-        if "gaussian_blur" in p:
-            q = p["gaussian_blur"].params
-            # Two more numbers per sample (a second call keeps the columns above stable).
-            v = torch.rand(batch, 2, device=device, generator=generator)
-            on = v[:, 0] < p["gaussian_blur"].probability
-            sigma = (q["sigma"][0] + (q["sigma"][1] - q["sigma"][0]) * v[:, 1]).view(-1, 1)
-            kernel = get_gaussian_kernel1d(q["kernel"], sigma)
-            blurred = filter2d_separable(image, kernel, kernel, border_type="reflect")
-            image = torch.where(on.view(-1, 1, 1, 1), blurred, image)
-        return image, label
-
-
-def gallery_panels(images: torch.Tensor, labels: torch.Tensor, seed: int = 0) -> dict:
-    """The same uint8 batch (``N×3×S×S``, ``N×1×S×S``) as input, through Albumentations and both
-    Kornia implementations: ``{name: (N×S×S×3 float images in [0, 1], N×S×S masks)}``."""
-    hwc, masks = images.permute(0, 2, 3, 1).numpy(), labels[:, 0].numpy()
-    panels = {"input (resized)": (hwc / 255, masks),
-              "Albumentations": augment_pairs(A.Compose(policy_transforms(), seed=seed), hwc, masks)}
-    for implementation in IMPLEMENTATIONS:
-        image, label = KorniaAugmentation(implementation=implementation, seed=seed)(images, labels)
-        panels[f"Kornia {implementation}"] = (image.permute(0, 2, 3, 1).numpy(), label[:, 0].numpy())
-    return panels
-
-
-class _AlbumentationsItems(torch.utils.data.Dataset):
-    """Per-item Albumentations over a uint8 batch-contract cache (for :func:`time_augmentations`)."""
-
-    def __init__(self, images, labels):
-        self.images, self.labels = images, labels
-        self.transform = A.Compose(policy_transforms())
-
-    def __len__(self):
-        return len(self.images)
-
-    def __getitem__(self, index):
-        out = self.transform(image=self.images[index].permute(1, 2, 0).numpy(),
-                             mask=self.labels[index, 0].numpy())
-        return {"image": torch.from_numpy(out["image"].transpose(2, 0, 1).copy()),
-                "label": torch.from_numpy(out["mask"][None].copy())}
-
-
-def _repeat(batch: dict):
-    """The same batch forever, already on its device (augmentation-only timing)."""
-    while True:
-        yield dict(batch)
-
-
-def time_augmentations(images: torch.Tensor, labels: torch.Tensor, profile: Profile) -> pd.DataFrame:
-    """Augmentation alone, images/s (median, min, max over the windows): Albumentations per
-    image on the profile's CPU workers, Kornia per batch on the CPU and the profile's device."""
-    rows, steps, repeats = [], profile.bench_steps, profile.bench_repeats
-
-    def add(method, where, workers, result):
-        rows.append({"method": method, "runs on": where, "workers": workers,
-                     "img/s (median)": result["img_s"], "min": result["img_s_min"],
-                     "max": result["img_s_max"]})
-
-    workers = profile.num_workers
-    loader = DataLoader(_AlbumentationsItems(images, labels), batch_size=profile.batch_size,
-                        shuffle=True, drop_last=True, num_workers=workers,
-                        persistent_workers=workers > 0,
-                        worker_init_fn=seed_worker_transform if workers else None)
-    add("Albumentations, per image", "CPU", workers,
-        measure_loader(loader, torch.device("cpu"), 1, steps, repeats))
-    for device in dict.fromkeys([torch.device("cpu"), profile.device]):
-        batch = {"image": images[:profile.batch_size].to(device),
-                 "label": labels[:profile.batch_size].to(device)}
-        for implementation in IMPLEMENTATIONS:
-            augmentation = KorniaAugmentation(implementation=implementation, seed=0)
-            result = measure_loader(_repeat(batch), device, 2, steps, repeats, augmentation)
-            add(f"Kornia {implementation}, per batch", device.type.upper(), 0, result)
-    return pd.DataFrame(rows)
+                if self.seed is not None:
+                    self.cpu_rng_state = torch.get_rng_state()
+            return image.clamp_(0, 1), label
+        if self.seed is not None and str(image.device) not in self.generators:
+            self.generators[str(image.device)] = torch.Generator(image.device).manual_seed(self.seed)
+        generator = self.generators.get(str(image.device))
+        u = torch.rand(image.shape[0], 12, device=image.device, generator=generator)
+        image, label = _fused_geometry(image, label, self.policy, u)
+        return _fused_photometric(image, self.policy, u, generator), label

@@ -208,22 +208,17 @@ def plot_augmentation_gallery(panels: dict, max_images: int = 4):
     return fig
 
 
-def plot_augmentation_timing(frame, ax=None):
-    """Horizontal bars of augmentation-only images/s (median, min-max whiskers).
-
-    ``frame`` is :func:`nailseg_common.gpu_augmentation.time_augmentations`.
-    """
+def plot_share_of_bound(shares: dict, title: str, target: float | None = None, ax=None):
+    """Horizontal bars: each pipeline's training rate as a share of the bound (1.0), top down
+    in the order of ``shares`` (``{name: share}``), with an optional dotted target line."""
     if ax is None:
-        _, ax = plt.subplots(figsize=(7, 0.5 + 0.45 * len(frame)))
-    labels = [f"{m}, {where}" + (f", {workers} workers" if "Albumentations" in m else "")
-              for m, where, workers in zip(frame["method"], frame["runs on"], frame["workers"])]
-    median = frame["img/s (median)"].to_numpy()
-    spread = [median - frame["min"].to_numpy(), frame["max"].to_numpy() - median]
-    colours = ["tab:blue" if "Albumentations" in m else "tab:purple" for m in frame["method"]]
-    ax.barh(labels, median, xerr=spread, color=colours, capsize=3)
+        _, ax = plt.subplots(figsize=(7, 0.6 + 0.5 * len(shares)))
+    ax.barh(list(shares), list(shares.values()), color="tab:purple")
     ax.invert_yaxis()
-    ax.set_xlabel("images / s (augmentation only)")
-    ax.set_title("Augmentation alone")
+    if target is not None:
+        ax.axvline(target, color="red", linestyle=":", label=f"target {target:.2f}")
+        ax.legend()
+    ax.set(xlabel="training images/s ÷ bound", title=title)
     return ax
 
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from nailseg_common import dali_pipelines as dp
+from nailseg_common import dali_support
 from nailseg_common.policy import POLICY
 from nailseg_common.profiles import select_profile
 
@@ -25,7 +26,7 @@ def device(request):
 
 
 def test_without_dali_the_module_explains_and_refuses(monkeypatch, tmp_path):
-    monkeypatch.setattr(dp, "_IMPORT_ERROR", ImportError("No module named 'nvidia.dali'"))
+    monkeypatch.setattr(dali_support, "IMPORT_ERROR", ImportError("No module named 'nvidia.dali'"))
     assert not dp.dali_available()
     assert "Linux" in dp.dali_status()
     with pytest.raises(RuntimeError, match="Linux"):

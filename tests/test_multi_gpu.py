@@ -7,7 +7,7 @@ import pytorch_lightning as pl
 import torch
 
 from nailseg_common import dali_pipelines as dp
-from nailseg_common import multi_gpu
+from nailseg_common import dali_support, multi_gpu
 from nailseg_common.multi_gpu import (
     StepProfile,
     TrainingThroughput,
@@ -201,5 +201,5 @@ def test_zero_devices_and_unknown_profiles_are_refused(capsys):
 
 def test_without_dali_the_message_says_where_it_runs(capsys, monkeypatch):
     monkeypatch.setattr(multi_gpu, "dali_available", lambda: False)
-    monkeypatch.setattr(dp, "_IMPORT_ERROR", ImportError("No module named 'nvidia.dali'"))
+    monkeypatch.setattr(dali_support, "IMPORT_ERROR", ImportError("No module named 'nvidia.dali'"))
     assert "Linux" in refusal(capsys, ["--profile", "smoke"])

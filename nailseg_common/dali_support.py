@@ -1,0 +1,77 @@
+"""Whether NVIDIA DALI can run here: its imports where it can, one clear message where it cannot.
+
+DALI ships Linux wheels only (x86_64, aarch64). Where ``nvidia.dali`` does not import
+(macOS, Windows, a Linux environment without the wheel) this module still imports:
+:func:`dali_available` is False, :func:`dali_status` says why and what to do,
+:func:`require_dali` raises that message, and a graph decorated with :func:`pipeline_def`
+raises it when it is called. Notebook 04 and ``nailseg_common.dali_pipelines`` take
+``fn``, ``types``, ``LastBatchPolicy`` and ``DALIGenericIterator`` from here.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+
+try:
+    import nvidia.dali
+    from nvidia.dali import fn, types
+    from nvidia.dali import pipeline_def as _pipeline_def
+    from nvidia.dali.plugin.base_iterator import LastBatchPolicy
+    from nvidia.dali.plugin.pytorch import DALIGenericIterator
+except ImportError as error:  # macOS, Windows, or a Linux environment without the wheel
+    IMPORT_ERROR: ImportError | None = error
+    fn = types = LastBatchPolicy = DALIGenericIterator = _pipeline_def = None
+else:
+    IMPORT_ERROR = None
+
+__all__ = [
+    "DALIGenericIterator",
+    "LastBatchPolicy",
+    "dali_available",
+    "dali_status",
+    "default_num_threads",
+    "fn",
+    "pipeline_def",
+    "require_dali",
+    "types",
+]
+
+
+def dali_available() -> bool:
+    """True when ``nvidia.dali`` imports (Linux x86_64/aarch64 with the wheel installed)."""
+    return IMPORT_ERROR is None
+
+
+def dali_status() -> str:
+    """One line: the DALI version in use, or why it is missing and what to do."""
+    if IMPORT_ERROR is None:
+        return f"NVIDIA DALI {nvidia.dali.__version__} is available."
+    system = platform.system()
+    where = (f"DALI has no wheels for {system}" if system in ("Darwin", "Windows")
+             else "DALI is not installed in this environment")
+    return (f"{where} ({IMPORT_ERROR}). DALI ships Linux wheels only: run this notebook on "
+            "Linux, WSL2 or Colab, or `pip install nvidia-dali-cuda120` on Linux.")
+
+
+def require_dali() -> None:
+    """Raise a RuntimeError with :func:`dali_status` when DALI is missing."""
+    if IMPORT_ERROR is not None:
+        raise RuntimeError(dali_status()) from IMPORT_ERROR
+
+
+def pipeline_def(graph):
+    """DALI's ``pipeline_def`` when DALI imports; else a stand-in that raises :func:`dali_status`."""
+    if IMPORT_ERROR is None:
+        return _pipeline_def(graph)
+
+    def unavailable(*args, **kwargs):
+        require_dali()
+
+    return unavailable
+
+
+def default_num_threads(device: str) -> int:
+    """CPU threads for DALI: all cores when everything runs on the CPU, a few for the reader."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, cores) if device == "cpu" else max(1, min(4, cores))
