@@ -51,11 +51,11 @@
 # become the module `nailseg_common.timing` (`make export`), which the command-line
 # benchmark (`make bench`) and notebook 07 use.
 #
-# > **CPU or GPU?** The notebook runs everywhere. The live run measures what this machine
-# > can run, at the profile's size, for the course's three pipelines (on a CPU, the two that
-# > run there); the full sweep of worker counts and of notebook 03's intermediate steps is
-# > `make bench`, whose committed H100 results are read and plotted beside the live ones,
-# > labelled with their device, library versions and date.
+# > **CPU or GPU?** The notebook runs everywhere. The live run measures the course's three
+# > pipelines on this machine at the profile's size (DALI where it is installed); the full
+# > sweep of worker counts and of notebook 03's intermediate steps is `make bench`, whose
+# > committed H100 results are read and plotted beside the live ones, labelled with their
+# > device, library versions and date.
 
 # %%
 import time
