@@ -12,7 +12,7 @@ import pytest
 import torch
 from huggingface_hub import constants as hub_constants
 
-from nailseg_common import hub
+from nailseg_common import hub, photos
 from nailseg_common.datasets import NailDataModule
 from nailseg_common.finetune import (
     checkpoint_hparams,
@@ -26,6 +26,7 @@ from nailseg_common.finetune import (
     start_model,
 )
 from nailseg_common.models import LitNailSegmentation
+from nailseg_common.photos import photos_or_standin
 from nailseg_common.preparation import ensure_prepared, read_split
 from nailseg_common.profiles import select_profile
 from nailseg_common.synthetic import generate_synthetic_dataset
@@ -161,3 +162,19 @@ def test_the_advice_ranks_by_mean_dice_and_measures_the_gain_on_the_same_photos(
     assert advice["lead_se"] == pytest.approx(math.sqrt(3))
     assert (advice["wins"], advice["loses"], advice["photos"]) == (2, 0, 3)
     assert recommend_start({"random": _table([0.4])})["runner_up"] is None
+
+
+def test_your_photos_are_used_as_they_are_and_the_standin_is_sized_by_the_profile(
+        tmp_path, monkeypatch):
+    monkeypatch.delenv("NAILSEG_DATA_ROOT", raising=False)
+    monkeypatch.setenv("NAILSEG_DATA_DIR", str(tmp_path / "data"))
+    made = []
+    monkeypatch.setattr(photos, "ensure_synthetic_dataset",
+                        lambda root, count, style: made.append((root, count, style)) or root)
+    mine = tmp_path / "mine"
+    assert photos_or_standin("smoke", str(mine)) == mine.resolve() and not made
+    standin = photos_or_standin("smoke")
+    count = min(select_profile("smoke").num_images // 2, photos.STANDIN_MAX_IMAGES)
+    assert made == [(tmp_path / "data" / f"standin-{count}", count, "photo")] == [
+        (standin, count, "photo")]
+    assert photos_or_standin("smoke", "", 7).name == "standin-7"
