@@ -12,7 +12,9 @@ import torch
 from torch.utils.data import DataLoader
 
 from nailseg_common.augmentation import valid_transform
-from nailseg_common.datasets import NailDataModule, NailDataset
+from nailseg_common.cache import CachedNailDataModule
+from nailseg_common.datasets import NailDataset
+from nailseg_common.gpu_augmentation import KorniaAugmentation
 from nailseg_common.hub import cache_only_when_offline
 from nailseg_common.metrics import per_image_dice, per_image_iou
 from nailseg_common.models import LitNailSegmentation
@@ -112,14 +114,14 @@ def score_photos(model: LitNailSegmentation, frame: pd.DataFrame, image_size: in
 
 def fine_tune(model: LitNailSegmentation, data: DataLocation, profile: Profile, run_name: str,
               seed: int = 0, validations: int = 4) -> pl.Trainer:
-    """Train ``model`` on ``data``'s training split for ``profile.finetune_steps`` steps,
-    logged as ``run_name``, validating ``validations`` times at evenly spaced steps; the same
-    ``seed`` gives every start the same batches and augmentations. No checkpoints: the model
-    keeps its final weights. Returns the trainer."""
+    """Train ``model`` on ``data``'s training split for ``profile.finetune_steps`` steps, from
+    the uint8 cache with Kornia augmenting on the device, logged as ``run_name`` and
+    validating ``validations`` times at evenly spaced steps; the same ``seed`` gives every
+    start the same batches and augmentations. No checkpoints: the model keeps its final
+    weights. Returns the trainer."""
     pl.seed_everything(seed, verbose=False)
-    datamodule = NailDataModule(data, profile)
-    datamodule.setup("fit")
-    datamodule.train_set.transform.set_random_seed(seed)  # Albumentations' own generator
+    model.gpu_augmentation = KorniaAugmentation(seed=seed)  # runs after the batch transfer
+    datamodule = CachedNailDataModule(data, profile, seed=seed)
     trainer = make_trainer(profile, run_name, max_steps=profile.finetune_steps,
                            enable_checkpointing=False, enable_progress_bar=False,
                            val_check_interval=max(1, profile.finetune_steps // validations),

@@ -82,7 +82,7 @@ batch_size = None
 finetune_steps = None   # optimizer steps of each fine-tuning run (the same for every start)
 encoder = None          # smp encoder name; a found checkpoint's encoder wins
 lr = None               # peak learning rate of AdamW's cosine schedule
-num_workers = None      # DataLoader worker processes for Albumentations
+num_workers = None      # DataLoader worker processes of the cache loader (it uses at most 2)
 precision = None        # Lightning precision, e.g. 32-true, bf16-mixed
 accelerator = None      # cpu or gpu
 max_train_batches = None  # cap per epoch (0: the whole set)
@@ -317,13 +317,16 @@ else:
 # %% [markdown]
 # ## Fine-tuning each start
 #
-# `fine_tune` trains one start with notebook 02's `NailDataModule` and `make_trainer`, for
-# the profile's `finetune_steps`. Three details make the starts comparable and the run short:
+# `fine_tune` trains one start with notebook 02's `make_trainer` for the profile's
+# `finetune_steps`, fed the way notebook 03 taught: the photos sit in memory as one uint8
+# tensor, already resized (`CachedNailDataModule`), and the course's augmentation policy runs
+# on the device, inside the training step (`KorniaAugmentation`). With a few dozen photos an
+# epoch is a few batches, and a loader that decodes and augments on CPU workers would start
+# every epoch waiting for them. Three details make the starts comparable and the run short:
 #
-# - **the same batches and augmentations**: `seed_everything` fixes PyTorch's generators
-#   (shuffling, the workers' seeds), but an Albumentations 2 `Compose` draws from its own
-#   generator, so that one is seeded too (with workers, `seed_worker_transform` reseeds it
-#   from PyTorch's seed, which `seed_everything` fixed);
+# - **the same batches and augmentations**: `seed_everything` fixes PyTorch's generators, the
+#   cache's sampler shuffles from its own seed, and `KorniaAugmentation(seed=...)` draws from
+#   a generator of its own, so every start sees the same batches augmented the same way;
 # - **validation at the same steps**: a small set makes short epochs, and validating after
 #   each of them would cost more than the training; `fine_tune` validates a few times
 #   (`validations`), at the same steps for every start, counted across epochs, for the curves;
@@ -336,21 +339,22 @@ else:
 #| export finetune
 import pytorch_lightning as pl
 
-from nailseg_common.datasets import NailDataModule
+from nailseg_common.cache import CachedNailDataModule
+from nailseg_common.gpu_augmentation import KorniaAugmentation
 from nailseg_common.paths import DataLocation
 from nailseg_common.training import make_trainer
 
 
 def fine_tune(model: LitNailSegmentation, data: DataLocation, profile: Profile, run_name: str,
               seed: int = 0, validations: int = 4) -> pl.Trainer:
-    """Train ``model`` on ``data``'s training split for ``profile.finetune_steps`` steps,
-    logged as ``run_name``, validating ``validations`` times at evenly spaced steps; the same
-    ``seed`` gives every start the same batches and augmentations. No checkpoints: the model
-    keeps its final weights. Returns the trainer."""
+    """Train ``model`` on ``data``'s training split for ``profile.finetune_steps`` steps, from
+    the uint8 cache with Kornia augmenting on the device, logged as ``run_name`` and
+    validating ``validations`` times at evenly spaced steps; the same ``seed`` gives every
+    start the same batches and augmentations. No checkpoints: the model keeps its final
+    weights. Returns the trainer."""
     pl.seed_everything(seed, verbose=False)
-    datamodule = NailDataModule(data, profile)
-    datamodule.setup("fit")
-    datamodule.train_set.transform.set_random_seed(seed)  # Albumentations' own generator
+    model.gpu_augmentation = KorniaAugmentation(seed=seed)  # runs after the batch transfer
+    datamodule = CachedNailDataModule(data, profile, seed=seed)
     trainer = make_trainer(profile, run_name, max_steps=profile.finetune_steps,
                            enable_checkpointing=False, enable_progress_bar=False,
                            val_check_interval=max(1, profile.finetune_steps // validations),
@@ -508,9 +512,10 @@ print(f"skipped: {', '.join(skipped) or 'none'}; with {photos_held_out} held-out
 #   notebook runs on a stand-in of another style, so every cell runs real code.
 # - The course's own checkpoint is found in `runs/<profile>/` (or passed), and its encoder
 #   decides the encoder of every start, so the starts differ only in their weights.
-# - Fair fine-tuning: the same steps, seed, batches and augmentations for every start, and
-#   the same validation steps; Albumentations needs its own seed. Scored with the final
-#   weights, not a checkpoint chosen on the held-out photos.
+# - Fair and fast fine-tuning: the same steps, seed, batches and augmentations for every
+#   start (the GPU augmentation with a seed of its own), the same validation steps, the
+#   photos held in memory as notebook 03's uint8 cache; scored with the final weights, not
+#   a checkpoint chosen on the held-out photos.
 # - Scores per photo (hard Dice and IoU at 0.5) show which photos fail, and the paired
 #   gain with its standard error says whether one start really beats another.
 #

@@ -62,7 +62,7 @@ print("REPORT" + json.dumps({
     "encoder": models["random"].hparams.encoder, "lr": trainer.lightning_module.hparams.lr,
     "schedule_steps": trainer.lightning_module.hparams.max_steps,
     "max_steps": trainer.max_steps, "steps": trainer.global_step,
-    "batch_size": trainer.train_dataloader.batch_size,
+    "batch_size": len(next(iter(trainer.train_dataloader))["image"]),
     "num_workers": trainer.train_dataloader.num_workers,
     "train_batches": trainer.num_training_batches, "val_batches": trainer.num_val_batches[0],
     "precision": trainer.precision, "accelerator": type(trainer.accelerator).__name__,
