@@ -56,7 +56,7 @@ PROFILES: dict[str, Profile] = {
     "gpu": Profile(
         name="gpu", accelerator="gpu", num_images=1200, image_size=384, batch_size=32,
         max_steps=1800, encoder="resnet34", num_workers=15, precision="bf16-mixed", lr=1e-3,
-        bench_repeats=5, bench_steps=30, compare_epochs=3, finetune_steps=240,
+        bench_repeats=5, bench_steps=30, compare_epochs=3, finetune_steps=480,
     ),
 }
 

@@ -49,9 +49,9 @@
 # - choosing a start from measured numbers, with the noise of a small held-out set in view
 #
 # > **CPU or GPU?** The notebook runs everywhere. Without a GPU it picks the `cpu` profile;
-# > CI runs the tiny `smoke` profile, where every model trains for a handful of steps and the
-# > numbers mean nothing. Without your photos (`data_root`) it runs on a small synthetic stand-in of
-# > another style and says so, so every cell still runs the real code.
+# > CI runs the tiny `smoke` profile, where every model trains for a handful of steps and
+# > the numbers mean nothing. Without your photos (`data_root`) it runs on a small synthetic
+# > stand-in of another style and says so, so every cell still runs the real code.
 
 # %%
 import dataclasses
