@@ -4,18 +4,18 @@
 from __future__ import annotations
 
 import math
-import socket
 from pathlib import Path
-from urllib.parse import urlparse
 
 import pandas as pd
 import pytorch_lightning as pl
 import torch
-from huggingface_hub import constants as hub_constants
 from torch.utils.data import DataLoader
 
 from nailseg_common.augmentation import valid_transform
-from nailseg_common.datasets import NailDataModule, NailDataset
+from nailseg_common.cache import CachedNailDataModule
+from nailseg_common.datasets import NailDataset
+from nailseg_common.gpu_augmentation import KorniaAugmentation
+from nailseg_common.hub import cache_only_when_offline
 from nailseg_common.metrics import per_image_dice, per_image_iou
 from nailseg_common.models import LitNailSegmentation
 from nailseg_common.paths import DataLocation, runs_dir
@@ -54,16 +54,6 @@ def checkpoint_hparams(checkpoint: str | Path) -> dict:
 STARTS = ("random", "synthetic", "imagenet")
 
 
-def hub_reachable(timeout: float = 3.0) -> bool:
-    """True when a connection to the Hugging Face Hub (``HF_ENDPOINT``) opens within ``timeout``."""
-    url = urlparse(hub_constants.ENDPOINT)
-    try:
-        socket.create_connection((url.hostname, url.port or 443), timeout=timeout).close()
-    except OSError:
-        return False
-    return True
-
-
 def load_weights(model: LitNailSegmentation, checkpoint: str | Path) -> LitNailSegmentation:
     """Copy every weight of a ``LitNailSegmentation`` checkpoint into ``model``; a checkpoint
     of another encoder raises ``ValueError``."""
@@ -92,14 +82,8 @@ def start_model(start: str, encoder: str, lr: float, max_steps: int,
     if start != "imagenet":
         model = LitNailSegmentation(encoder, lr, max_steps)
         return load_weights(model, checkpoint) if start == "synthetic" else model
-    if hub_reachable():
+    with cache_only_when_offline():
         return LitNailSegmentation(encoder, lr, max_steps, encoder_weights="imagenet")
-    offline = hub_constants.HF_HUB_OFFLINE
-    hub_constants.HF_HUB_OFFLINE = True  # the local cache only, no minute of retries
-    try:
-        return LitNailSegmentation(encoder, lr, max_steps, encoder_weights="imagenet")
-    finally:
-        hub_constants.HF_HUB_OFFLINE = offline
 
 
 def predict_photos(model: LitNailSegmentation, frame: pd.DataFrame, image_size: int,
@@ -129,17 +113,18 @@ def score_photos(model: LitNailSegmentation, frame: pd.DataFrame, image_size: in
 
 
 def fine_tune(model: LitNailSegmentation, data: DataLocation, profile: Profile, run_name: str,
-              seed: int = 0, validations: int = 20) -> pl.Trainer:
-    """Train ``model`` on ``data``'s training split for ``profile.max_steps`` steps, logged as
-    ``run_name``, validating every ``max_steps // validations`` steps; the same ``seed`` gives
-    every start the same batches and augmentations. Returns the trainer (its ``checkpoint_callback``
-    knows the best checkpoint)."""
+              seed: int = 0, validations: int = 4) -> pl.Trainer:
+    """Train ``model`` on ``data``'s training split for ``profile.finetune_steps`` steps, from
+    the uint8 cache with Kornia augmenting on the device, logged as ``run_name`` and
+    validating ``validations`` times at evenly spaced steps; the same ``seed`` gives every
+    start the same batches and augmentations. No checkpoints: the model keeps its final
+    weights. Returns the trainer."""
     pl.seed_everything(seed, verbose=False)
-    datamodule = NailDataModule(data, profile)
-    datamodule.setup("fit")
-    datamodule.train_set.transform.set_random_seed(seed)  # Albumentations' own generator
-    trainer = make_trainer(profile, run_name, enable_progress_bar=False,
-                           val_check_interval=max(1, profile.max_steps // validations),
+    model.gpu_augmentation = KorniaAugmentation(seed=seed)  # runs after the batch transfer
+    datamodule = CachedNailDataModule(data, profile, seed=seed)
+    trainer = make_trainer(profile, run_name, max_steps=profile.finetune_steps,
+                           enable_checkpointing=False, enable_progress_bar=False,
+                           val_check_interval=max(1, profile.finetune_steps // validations),
                            check_val_every_n_epoch=None)  # every N steps, across epochs
     trainer.fit(model, datamodule=datamodule)
     return trainer
@@ -156,16 +141,17 @@ def compare_starts(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 def recommend_start(tables: dict[str, pd.DataFrame]) -> dict:
     """The start with the best mean hard Dice and, against the runner-up on the same photos,
-    the mean ``gain`` in Dice, its standard error ``gain_se`` (NaN for one photo), and the
-    photos it ``wins`` and ``loses``; ``runner_up`` is ``None`` when there is one start."""
+    the mean ``gain`` in Dice, its standard error ``gain_se`` (NaN for one photo), the gain
+    in standard errors ``lead_se`` (NaN without a spread), and the photos it ``wins`` and
+    ``loses``; ``runner_up`` is ``None`` when there is one start."""
     ranking = compare_starts(tables).index
     best = ranking[0]
     advice = {"best": best, "runner_up": None, "photos": len(tables[best])}
     if len(ranking) > 1:
         runner_up = ranking[1]
         gain = tables[best]["dice"] - tables[runner_up]["dice"]
-        advice.update(runner_up=runner_up, gain=gain.mean(),
-                      gain_se=gain.std(ddof=1) / math.sqrt(len(gain)) if len(gain) > 1
-                      else math.nan,
+        se = gain.std(ddof=1) / math.sqrt(len(gain)) if len(gain) > 1 else math.nan
+        advice.update(runner_up=runner_up, gain=gain.mean(), gain_se=se,
+                      lead_se=gain.mean() / se if se > 0 else math.nan,
                       wins=int((gain > 0).sum()), loses=int((gain < 0).sum()))
     return advice

@@ -1,6 +1,7 @@
 """Plots the notebooks show."""
 
 import matplotlib.pyplot as plt
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 # --- benchmark (notebook 05) ---------------------------------------------------------
 
@@ -10,54 +11,65 @@ def _bench_title(ax, results: dict, what: str) -> None:
                  f"batch {results['config']['batch_size']}, {results['date'][:10]}", fontsize=9)
 
 
+def _pipeline_axis(ax, names: list[str]) -> None:
+    """Pipelines as rows, the first on top (horizontal bars: long names never overlap), and
+    the legend below the axes, where it hides no bar."""
+    ax.set_yticks(range(len(names)), names, fontsize=8)
+    ax.set_ylim(len(names) - 0.5, -0.5)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
+
+
 def plot_benchmark_throughput(results: dict, ax=None):
-    """Bars of loader and training images/s per pipeline (median, min-max whiskers), bound as a line."""
+    """Horizontal bars of loader and training images/s per pipeline (median, min-max whiskers),
+    the bound as a vertical line with its spread shaded."""
     import numpy as np
 
-    if ax is None:
-        _, ax = plt.subplots(figsize=(8, 4))
     names = list(results["pipelines"])
-    x = np.arange(len(names))
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 2.0 + 0.5 * len(names)))
+    y = np.arange(len(names))
     for offset, key, colour in ((-0.2, "loader", "tab:blue"), (0.2, "train", "tab:orange")):
         stats = [results["pipelines"][n][key] for n in names]
         median = np.array([s["img_s"] for s in stats])
         spread = np.array([[m - s["img_s_min"] for m, s in zip(median, stats)],
                            [s["img_s_max"] - m for m, s in zip(median, stats)]])
-        ax.bar(x + offset, median, width=0.4, yerr=spread, capsize=3, color=colour,
-               label=f"{key} alone" if key == "loader" else "training step")
+        ax.barh(y + offset, median, height=0.4, xerr=spread, capsize=3, color=colour,
+                label=f"{key} alone" if key == "loader" else "training step")
     bound = results["bound"]
-    ax.axhspan(bound["img_s_min"], bound["img_s_max"], color="grey", alpha=0.2)
-    ax.axhline(bound["img_s"], color="black", linestyle="--", label="bound (batches on device)")
-    ax.set_xticks(x, names, rotation=20, ha="right")
+    ax.axvspan(bound["img_s_min"], bound["img_s_max"], color="grey", alpha=0.2)
+    ax.axvline(bound["img_s"], color="black", linestyle="--", label="bound (batches on device)")
     rates = [r for n in names for r in (results["pipelines"][n]["loader_img_s"],
                                         results["pipelines"][n]["train_img_s"])] + [bound["img_s"]]
     if max(rates) > 20 * min(rates):  # a loader far faster than training: keep both readable
-        ax.set_yscale("log")
-    ax.set_ylabel("images / s" + (" (log scale)" if ax.get_yscale() == "log" else ""))
-    ax.legend(fontsize=8)
+        ax.set_xscale("log")
+        ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))  # 100, 200, 500, 1000...
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())  # no labels in between to overlap
+    ax.set_xlabel("images / s" + (" (log scale)" if ax.get_xscale() == "log" else ""))
+    _pipeline_axis(ax, names)
     _bench_title(ax, results, "Throughput")
     return ax
 
 
 def plot_ratio_to_bound(results: dict, targets=(), ax=None):
-    """Bars of each pipeline's training rate over the bound, with the targets that apply marked."""
-    if ax is None:
-        _, ax = plt.subplots(figsize=(8, 4))
+    """Horizontal bars of each pipeline's training rate over the bound, with the targets that
+    apply marked."""
     names = list(results["pipelines"])
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 2.0 + 0.4 * len(names)))
     ratios = [results["pipelines"][n]["train_ratio_to_bound"] for n in names]
-    bars = ax.bar(names, ratios, color="tab:orange")
-    ax.bar_label(bars, fmt="%.2f", fontsize=8)
+    bars = ax.barh(range(len(names)), ratios, color="tab:orange")
+    ax.bar_label(bars, fmt="%.2f", fontsize=8, padding=2)
     for target in targets:
         if target.metric == "train_ratio_to_bound" and target.pipeline in names:
             i = names.index(target.pipeline)
-            ax.hlines(target.minimum, i - 0.4, i + 0.4, color="red", linestyle=":",
+            ax.vlines(target.minimum, i - 0.4, i + 0.4, color="red", linestyle=":",
                       label=f"target {target.pipeline} ≥ {target.minimum:g}")
-    ax.axhline(1.0, color="black", linestyle="--", linewidth=1)
-    ax.set_ylim(0, max(1.15, 1.1 * max(ratios)))
-    ax.set_ylabel("training rate / bound")
-    ax.tick_params(axis="x", rotation=20)
-    if targets:
-        ax.legend(fontsize=8, loc="lower right")
+    ax.axvline(1.0, color="black", linestyle="--", linewidth=1)
+    ax.set_xlim(0, max(1.15, 1.1 * max(ratios)))
+    ax.set_xlabel("training rate / bound")
+    _pipeline_axis(ax, names)
     _bench_title(ax, results, "Share of the bound")
     return ax
 
@@ -90,7 +102,9 @@ def plot_benchmark_sets(result_sets: dict, plot, **kwargs):
     if not result_sets:
         raise ValueError("No benchmark results to plot: set run_live = True, or commit "
                          "results/benchmark_h100.json (python -m nailseg_common.benchmark --profile gpu).")
-    fig, axes = plt.subplots(1, len(result_sets), figsize=(7 * len(result_sets), 4.5), squeeze=False)
+    rows = max(len(results["pipelines"]) for results in result_sets.values())
+    fig, axes = plt.subplots(1, len(result_sets), figsize=(7 * len(result_sets), max(3.5, 2.5 + 0.45 * rows)),
+                             squeeze=False)
     for ax, (name, results) in zip(axes[0], result_sets.items()):
         plot(results, ax=ax, **kwargs)
         ax.set_title(f"{name}: {ax.get_title()}", fontsize=9)

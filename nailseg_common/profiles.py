@@ -33,6 +33,7 @@ class Profile:
     bench_repeats: int = 3
     bench_steps: int = 20
     compare_epochs: int = 1  # epochs of the speed-only comparison runs in notebooks 03 and 04
+    finetune_steps: int = 240  # optimizer steps of each fine-tuning run of notebook 06
 
     @property
     def device(self) -> torch.device:
@@ -45,16 +46,17 @@ PROFILES: dict[str, Profile] = {
         name="smoke", accelerator="cpu", num_images=48, image_size=64, batch_size=8,
         max_steps=2, encoder="resnet18", num_workers=0, precision="32-true", lr=1e-3,
         max_train_batches=2, max_valid_batches=1, bench_repeats=3, bench_steps=2,
+        finetune_steps=2,
     ),
     "cpu": Profile(
         name="cpu", accelerator="cpu", num_images=400, image_size=96, batch_size=8,
         max_steps=480, encoder="resnet18", num_workers=2, precision="32-true", lr=2e-3,
-        bench_repeats=3, bench_steps=5,
+        bench_repeats=3, bench_steps=5, finetune_steps=120,
     ),
     "gpu": Profile(
         name="gpu", accelerator="gpu", num_images=1200, image_size=384, batch_size=32,
         max_steps=1800, encoder="resnet34", num_workers=15, precision="bf16-mixed", lr=1e-3,
-        bench_repeats=5, bench_steps=30, compare_epochs=3,
+        bench_repeats=5, bench_steps=30, compare_epochs=3, finetune_steps=480,
     ),
 }
 

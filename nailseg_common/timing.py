@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import statistics
-import threading
-import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 
@@ -14,9 +12,11 @@ import psutil
 import pytorch_lightning as pl
 import torch
 
+from nailseg_common.clock import synchronized_now
 from nailseg_common.models import LitNailSegmentation
 from nailseg_common.profiles import Profile
 from nailseg_common.training import make_trainer
+from nailseg_common.utilisation import UtilisationSampler, cpu_busy_percent
 
 
 def summarize(rates: list[float]) -> dict:
@@ -32,114 +32,38 @@ def summarize(rates: list[float]) -> dict:
             "img_s_q1": q1, "img_s_q3": q3, "repeats": list(rates)}
 
 
-class UtilisationSampler:
-    """GPU utilisation (NVML) sampled every ``interval`` s in a thread, on a ``cuda`` device.
-
-    On other devices nothing is sampled and :meth:`gpu_percent` returns ``None``.
-    """
-
-    def __init__(self, device: torch.device, interval: float = 0.1):
-        self.interval = interval
-        self.samples: list[tuple[float, int]] = []
-        self._stop = threading.Event()
-        self._thread = None
-        self._nvml = None
-        if device.type == "cuda":
-            import pynvml
-
-            pynvml.nvmlInit()
-            self._nvml = pynvml
-            self._handle = self._nvml_handle(device)
-            self._thread = threading.Thread(target=self._sample, daemon=True)
-            self._thread.start()
-
-    def _nvml_handle(self, device: torch.device):
-        """NVML's handle of the CUDA device, matched by UUID (NVML ignores CUDA_VISIBLE_DEVICES)."""
-        uuid = str(torch.cuda.get_device_properties(device).uuid)
-        try:
-            return self._nvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
-        except self._nvml.NVMLError:  # UUID not understood: same numbering when nothing is hidden
-            return self._nvml.nvmlDeviceGetHandleByIndex(device.index or 0)
-
-    def _sample(self) -> None:
-        while not self._stop.is_set():
-            util = self._nvml.nvmlDeviceGetUtilizationRates(self._handle).gpu
-            self.samples.append((time.perf_counter(), util))
-            self._stop.wait(self.interval)
-
-    def gpu_percent(self, start: float, end: float) -> float | None:
-        """Mean GPU utilisation (%) of the samples taken between ``start`` and ``end``."""
-        if self._nvml is None:
-            return None
-        inside = [u for t, u in list(self.samples) if start <= t <= end]
-        return statistics.fmean(inside) if inside else None
-
-    def close(self) -> None:
-        """Stop the sampling thread and NVML."""
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join()
-            self._thread = None
-            self._nvml.nvmlShutdown()
-
-
-def cpu_busy_percent(before, after) -> float:
-    """Share (%) of all cores' time spent busy between two ``psutil.cpu_times()``."""
-    idle = (after.idle - before.idle) + (getattr(after, "iowait", 0) - getattr(before, "iowait", 0))
-    total = sum(after) - sum(before)
-    return 100.0 * (1 - idle / total) if total > 0 else 0.0
-
-
 class WindowClock:
-    """Counts batches; after ``warmup`` of them, times ``repeats`` windows of ``steps``.
-
-    Call :meth:`tick` once a batch is done (its work queued on the device). At each
-    window boundary it synchronises the device, then reads ``time.perf_counter``.
-    """
+    """Counts batches; after ``warmup`` of them, times ``repeats`` windows of ``steps``
+    (call :meth:`tick` once a batch is done; a window ends with ``synchronized_now``)."""
 
     def __init__(self, device: torch.device, warmup: int, steps: int, repeats: int):
         if steps < 1 or repeats < 1 or warmup < 0:
             raise ValueError(f"Need steps >= 1, repeats >= 1, warmup >= 0 (got {steps}, {repeats}, {warmup}).")
         self.device, self.warmup, self.steps, self.repeats = device, warmup, steps, repeats
         self.total_batches = warmup + steps * repeats
-        self.batches = 0
-        self.rates: list[float] = []
-        self.gpu_util: list[float] = []
-        self.cpu_util: list[float] = []
-        self._images = 0
+        self.batches, self.rates, self.gpu_util, self.cpu_util = 0, [], [], []
         self._sampler = UtilisationSampler(device)
         if warmup == 0:
             self._open()
 
-    def _now(self) -> float:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        return time.perf_counter()
-
     def _open(self) -> None:
-        self._images = 0
-        self._cpu_before = psutil.cpu_times()
-        self._start = self._now()
+        self._images, self._cpu_before = 0, psutil.cpu_times()
+        self._start = synchronized_now(self.device)
 
     def tick(self, images: int) -> None:
         """One batch of ``images`` images is done."""
         self.batches += 1
-        if self.batches <= self.warmup:
-            if self.batches == self.warmup:
-                self._open()
+        if self.batches == self.warmup:
+            self._open()
+        if self.batches <= self.warmup or self.done:
             return
         self._images += images
-        if (self.batches - self.warmup) % self.steps == 0 and len(self.rates) < self.repeats:
-            end = self._now()
+        if (self.batches - self.warmup) % self.steps == 0:  # a window ends
+            end = synchronized_now(self.device)
             self.rates.append(self._images / (end - self._start))
             self.cpu_util.append(cpu_busy_percent(self._cpu_before, psutil.cpu_times()))
-            gpu = self._sampler.gpu_percent(self._start, end)
-            if gpu is not None:
-                self.gpu_util.append(gpu)
-            if len(self.rates) < self.repeats:
-                self._open()
-            else:
-                self.close()
+            self.gpu_util.append(self._sampler.gpu_percent(self._start, end))
+            self.close() if self.done else self._open()
 
     @property
     def done(self) -> bool:
@@ -150,14 +74,20 @@ class WindowClock:
         self._sampler.close()
 
     def result(self) -> dict:
-        """:func:`summarize` of the windows, with utilisation (medians over windows)."""
-        if not self.done:
-            raise RuntimeError(f"Only {len(self.rates)} of {self.repeats} timing windows finished "
-                               f"({self.batches} batches seen, {self.total_batches} needed).")
-        return {**summarize(self.rates), "batches_per_repeat": self.steps,
-                "warmup_batches": self.warmup,
-                "gpu_util_pct": statistics.median(self.gpu_util) if self.gpu_util else None,
-                "cpu_util_pct": statistics.median(self.cpu_util)}
+        """The summary of the windows: :func:`window_summary`."""
+        return window_summary(self)
+
+
+def window_summary(clock: WindowClock) -> dict:
+    """:func:`summarize` of ``clock``'s windows, with utilisation (medians over windows)."""
+    if not clock.done:
+        raise RuntimeError(f"Only {len(clock.rates)} of {clock.repeats} timing windows finished "
+                           f"({clock.batches} batches seen, {clock.total_batches} needed).")
+    gpu = [u for u in clock.gpu_util if u is not None]
+    return {**summarize(clock.rates), "batches_per_repeat": clock.steps,
+            "warmup_batches": clock.warmup,
+            "gpu_util_pct": statistics.median(gpu) if gpu else None,
+            "cpu_util_pct": statistics.median(clock.cpu_util)}
 
 
 def prefetched_batches(loader) -> int:

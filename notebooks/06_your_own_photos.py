@@ -7,10 +7,10 @@
 #     - segmentation
 #     - pytorch-lightning
 #     date: '2026-11-23'
-#     description: Fine-tune the course's U-Net on your own nail photos from three starts
-#       (random weights, the synthetic-pretrained checkpoint, ImageNet), score every
-#       held-out photo, look at the worst ones, and choose a start from the measured
-#       numbers.
+#     description: Fine-tune the course's U-Net on your own nail photos from random
+#       weights, the synthetic-pretrained checkpoint and, where it can be downloaded,
+#       ImageNet; score every held-out photo, look at the worst ones, and choose a start
+#       from the measured numbers.
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: blog
@@ -30,87 +30,82 @@
 #
 # The course trains on synthetic nails. This notebook takes the step to *your* photos: a
 # few dozen pictures with hand-drawn masks, far too few to train a U-Net from nothing. It
-# fine-tunes the same model from three starts on the same training photos, with the same
-# budget and seed, and scores each one on the same held-out photos:
+# fine-tunes the same model from up to three starts on the same training photos, with the
+# same budget and seed, and scores each one on the same held-out photos:
 #
 # - **random**: no prior knowledge at all;
 # - **synthetic**: the checkpoint that notebook 02 (or 04) trained on the synthetic set;
-# - **imagenet**: an encoder pretrained on ImageNet photos, where the machine can download it.
+# - **imagenet**: an encoder pretrained on ImageNet photos, where the machine can download
+#   it (offline, and with nothing in the local cache, the run says so and skips it).
 #
-# Why bother with the synthetic checkpoint? On 2026-11-23 the course's maintainers measured,
-# on an H100, notebook 02's gpu-profile model (trained only on the previous version of the
-# synthetic set) on a held-back set of 52 real phone photos it had never seen: hard Dice 0.68
-# (IoU 0.56), while the same U-Net trained from scratch on 40 of those photos reached 0.39.
-# Whether that holds for *your* photos is what this notebook measures.
+# Whether the synthetic checkpoint helps on *your* photos is what this notebook measures.
 #
 # ## What you'll learn
 # - finding the course's own checkpoint, and checking that it fits the model you build
 # - three ways to start a fine-tuning run, and how to make the comparison fair (same
 #   encoder, budget, seed, batches and augmentations)
-# - scoring photo by photo (hard Dice and IoU at 0.5), not only as one mean
+# - scoring photo by photo (hard Dice and IoU at probability 0.5), not only as one mean
 # - reading the worst photos: a low score may be the model, or the mask
 # - choosing a start from measured numbers, with the noise of a small held-out set in view
 #
 # > **CPU or GPU?** The notebook runs everywhere. Without a GPU it picks the `cpu` profile;
-# > CI runs the tiny `smoke` profile, where every model trains for two steps and the numbers
-# > mean nothing. On a GPU the `gpu` profile fine-tunes at 384 px. Without your photos
-# > (`data_root`) it runs on a small synthetic stand-in of another style and says so, so
-# > every cell still runs the real code.
-#
-# Every knob below is a parameter (papermill `-p name value`); `None` keeps the profile's
-# value.
+# > CI runs the tiny `smoke` profile, where every model trains for a handful of steps and
+# > the numbers mean nothing. Without your photos (`data_root`) it runs on a small synthetic
+# > stand-in of another style and says so, so every cell still runs the real code.
+
+# %%
+import dataclasses
+import time
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import torch
+
+from nailseg_common.paths import runs_dir
+from nailseg_common.photos import photos_or_standin
+from nailseg_common.plots import plot_predictions, plot_training_curves
+from nailseg_common.preparation import read_split
+from nailseg_common.training import read_metrics
+
+# %% [markdown]
+# Every knob is a parameter (papermill `-p name value`); `None` keeps the profile's value.
 
 # %% tags=["parameters"]
 profile = ""            # smoke, cpu or gpu; empty: $NAILSEG_PROFILE, else chosen from the hardware
 data_root = ""          # your photos: Images/<type>/ + Masks/<type>/, or flat images/ + masks/
 checkpoint = ""         # the synthetic-pretrained checkpoint; empty: the newest of notebook 02 or 04
 try_imagenet = True     # also fine-tune from ImageNet weights (needs a download, once)
-num_images = None       # photos in the stand-in used without data_root; None: half the
+standin_images = None   # photos in the stand-in used without data_root; None: half the
                         # profile's synthetic set, at most 60
 image_size = None       # side of the square images the model sees
 batch_size = None
-max_steps = None        # optimizer steps of each fine-tuning run (the same for every start)
+finetune_steps = None   # optimizer steps of each fine-tuning run (the same for every start)
 encoder = None          # smp encoder name; a found checkpoint's encoder wins
 lr = None               # peak learning rate of AdamW's cosine schedule
-num_workers = None      # DataLoader worker processes for Albumentations
+num_workers = None      # DataLoader worker processes of the cache loader (it uses at most 2)
 precision = None        # Lightning precision, e.g. 32-true, bf16-mixed
 accelerator = None      # cpu or gpu
 max_train_batches = None  # cap per epoch (0: the whole set)
-max_valid_batches = None  # cap of the validation that picks each run's best checkpoint
+max_valid_batches = None  # cap of each validation
 
 # %% [markdown]
-# The setup picks the profile and the photos. With `data_root` (or `NAILSEG_DATA_ROOT`) it
-# uses your set; without, it generates a **stand-in**: synthetic photos in another style
-# than the training set (one hand close up, warm indoor light, plain surfaces out of focus,
-# other polish), all of one type as a user's own photos would be. Either way the folder goes
-# through `ensure_prepared`, exactly as a real set does: checked, split into training and
-# held-out photos (20 %, seeded), converted.
+# `photos_or_standin` (in `nailseg_common.photos`) returns the folder of your photos, or
+# generates the **stand-in**: synthetic photos in another style than the training set (one
+# hand close up, warm indoor light, plain surfaces out of focus, other polish), all of one
+# type as a user's own photos would be. Either way `start` prepares the folder exactly as a
+# real set: checked, split into training and held-out photos (seeded), converted.
 
 # %%
-from nailseg_common.environment import environment_report
-from nailseg_common.paths import data_dir, data_location
-from nailseg_common.preparation import ensure_prepared, fit_batch_to_split, read_split
-from nailseg_common.profiles import select_profile
-from nailseg_common.synthetic import ensure_synthetic_dataset
+from nailseg_common.course import start
 
-cfg = select_profile(profile, num_images=num_images, image_size=image_size, batch_size=batch_size,
-                     max_steps=max_steps, encoder=encoder, lr=lr, num_workers=num_workers,
-                     precision=precision, accelerator=accelerator,
-                     max_train_batches=max_train_batches, max_valid_batches=max_valid_batches)
-print(environment_report(cfg))
-if data_location(cfg.num_images, data_root).synthetic:
-    standin_images = num_images or min(cfg.num_images // 2, 60)
-    photos = ensure_synthetic_dataset(data_dir() / f"standin-{standin_images}", standin_images,
-                                      style="photo")
-    print(f"no data_root: a synthetic stand-in of another style, {standin_images} images "
-          f"({photos}) — bring your photos with data_root=...")
-else:
-    photos = data_location(cfg.num_images, data_root).raw
-    print(f"your photos: {photos}")
-data = ensure_prepared(cfg, photos)
-cfg = fit_batch_to_split(cfg, data)
+photos = photos_or_standin(profile, data_root, standin_images)
+cfg, data = start(profile, photos, image_size=image_size, batch_size=batch_size,
+                  finetune_steps=finetune_steps, encoder=encoder, lr=lr,
+                  num_workers=num_workers, precision=precision, accelerator=accelerator,
+                  max_train_batches=max_train_batches, max_valid_batches=max_valid_batches)
 train, valid = read_split(data, "train"), read_split(data, "valid")
-print(f"{len(train)} photos to fine-tune on, {len(valid)} held out to compare the starts")
+print(f"{len(train)} photos to fine-tune on, {len(valid)} held out to compare the starts "
+      f"({len(valid) / (len(train) + len(valid)):.0%})")
 
 # %% [markdown]
 # ## The synthetic checkpoint
@@ -168,8 +163,6 @@ def checkpoint_hparams(checkpoint: str | Path) -> dict:
 # other starts.
 
 # %%
-import dataclasses
-
 synthetic_checkpoint = resolve_checkpoint(checkpoint, cfg)
 if synthetic_checkpoint is None:
     print(f"No synthetic-pretrained checkpoint in profile {cfg.name!r} (looked for best-*.ckpt "
@@ -195,32 +188,18 @@ else:
 # - `"imagenet"`: `encoder_weights="imagenet"`, downloaded once from the Hugging Face Hub
 #   into its cache; the decoder starts random.
 #
-# Offline, the Hub client retries each file with growing pauses, half a minute or more
-# before it gives up; `hub_reachable` asks first (one connection, a few seconds at most)
-# and, when the Hub cannot be reached, looks in the local cache only. Either way a missing
-# download ends in `create_model`'s `RuntimeError`, which says what to do. Every start
-# draws its random initialisation from the same seed.
+# Offline, the Hub client would retry each file for half a minute or more before giving up;
+# `cache_only_when_offline` (in `nailseg_common.hub`) first checks whether the Hub can be
+# reached and, when it cannot, lets the client look in its local cache only. Either way a
+# missing download ends in `create_model`'s `RuntimeError`, which says what to do. Every
+# start draws its random initialisation from the same seed.
 
 # %%
 #| export finetune
-import socket
-from urllib.parse import urlparse
-
-from huggingface_hub import constants as hub_constants
-
+from nailseg_common.hub import cache_only_when_offline
 from nailseg_common.models import LitNailSegmentation
 
 STARTS = ("random", "synthetic", "imagenet")
-
-
-def hub_reachable(timeout: float = 3.0) -> bool:
-    """True when a connection to the Hugging Face Hub (``HF_ENDPOINT``) opens within ``timeout``."""
-    url = urlparse(hub_constants.ENDPOINT)
-    try:
-        socket.create_connection((url.hostname, url.port or 443), timeout=timeout).close()
-    except OSError:
-        return False
-    return True
 
 
 def load_weights(model: LitNailSegmentation, checkpoint: str | Path) -> LitNailSegmentation:
@@ -251,37 +230,34 @@ def start_model(start: str, encoder: str, lr: float, max_steps: int,
     if start != "imagenet":
         model = LitNailSegmentation(encoder, lr, max_steps)
         return load_weights(model, checkpoint) if start == "synthetic" else model
-    if hub_reachable():
+    with cache_only_when_offline():
         return LitNailSegmentation(encoder, lr, max_steps, encoder_weights="imagenet")
-    offline = hub_constants.HF_HUB_OFFLINE
-    hub_constants.HF_HUB_OFFLINE = True  # the local cache only, no minute of retries
-    try:
-        return LitNailSegmentation(encoder, lr, max_steps, encoder_weights="imagenet")
-    finally:
-        hub_constants.HF_HUB_OFFLINE = offline
 
 
 # %%
-starts = {}
-for start in STARTS:
-    if start == "synthetic" and synthetic_checkpoint is None:
-        print("synthetic start skipped: no checkpoint (see above)")
-    elif start == "imagenet" and not try_imagenet:
-        print("imagenet start skipped: try_imagenet=False")
+starts, skipped = {}, {}
+for start_name in STARTS:
+    if start_name == "synthetic" and synthetic_checkpoint is None:
+        skipped[start_name] = "no checkpoint (see above)"
+    elif start_name == "imagenet" and not try_imagenet:
+        skipped[start_name] = "try_imagenet=False"
     else:
         try:
-            starts[start] = start_model(start, cfg.encoder, cfg.lr, cfg.max_steps,
-                                        synthetic_checkpoint)
+            starts[start_name] = start_model(start_name, cfg.encoder, cfg.lr, cfg.finetune_steps,
+                                             synthetic_checkpoint)
         except RuntimeError as error:
-            print(f"imagenet start skipped: {error}")
-print(f"starts to fine-tune: {', '.join(starts)} (U-Net with a {cfg.encoder} encoder)")
+            skipped[start_name] = str(error)
+for start_name, reason in skipped.items():
+    print(f"{start_name} start skipped: {reason}")
+print(f"{len(starts)} of {len(STARTS)} starts to fine-tune: {', '.join(starts)} "
+      f"(U-Net with a {cfg.encoder} encoder)")
 
 # %% [markdown]
 # ## Scoring photo by photo
 #
-# The training log has one validation Dice per epoch: a mean. To compare starts and to find
-# the photos a model gets wrong we need one score per photo. `predict_photos` runs a model
-# over the held-out photos in their order, resized to the model's size exactly as in
+# The training log has one validation Dice per validation: a mean. To compare starts and to
+# find the photos a model gets wrong we need one score per photo. `predict_photos` runs a
+# model over the held-out photos in their order, resized to the model's size exactly as in
 # validation; `score_photos` turns that into a table with the photo's file name, its type
 # and its hard Dice and IoU (probability above 0.5), the same per-image metrics the
 # LightningModule averages into `val_dice` and `val_iou`.
@@ -330,7 +306,7 @@ def score_photos(model: LitNailSegmentation, frame: pd.DataFrame, image_size: in
 ZERO_SHOT = "synthetic, no fine-tuning"
 models, tables = {}, {}
 if synthetic_checkpoint is not None:
-    models[ZERO_SHOT] = start_model("synthetic", cfg.encoder, cfg.lr, cfg.max_steps,
+    models[ZERO_SHOT] = start_model("synthetic", cfg.encoder, cfg.lr, cfg.finetune_steps,
                                     synthetic_checkpoint)
     tables[ZERO_SHOT] = score_photos(models[ZERO_SHOT], valid, cfg.image_size, cfg.device)
     print(f"zero-shot: hard Dice {tables[ZERO_SHOT]['dice'].mean():.3f}, IoU "
@@ -341,63 +317,63 @@ else:
 # %% [markdown]
 # ## Fine-tuning each start
 #
-# `fine_tune` trains one start with notebook 02's `NailDataModule` and `make_trainer`, for
-# `cfg.max_steps` steps. Two details make the starts comparable:
+# `fine_tune` trains one start with notebook 02's `make_trainer` for the profile's
+# `finetune_steps`, fed the way notebook 03 taught: the photos sit in memory as one uint8
+# tensor, already resized (`CachedNailDataModule`), and the course's augmentation policy runs
+# on the device, inside the training step (`KorniaAugmentation`). With a few dozen photos an
+# epoch is a few batches, and a loader that decodes and augments on CPU workers would start
+# every epoch waiting for them. Three details make the starts comparable and the run short:
 #
-# - **the same batches and augmentations**: `seed_everything` fixes PyTorch's generators
-#   (shuffling, the workers' seeds), but an Albumentations 2 `Compose` draws from its own
-#   generator, so that one is seeded too (with workers, `seed_worker_transform` reseeds it
-#   from PyTorch's seed, which `seed_everything` fixed);
-# - **validation at the same steps**: a small set makes short epochs (a few steps each),
-#   and validating and writing a checkpoint after each of them would cost more than the
-#   training; `fine_tune` validates every `max_steps // validations` steps instead (20
-#   validations by default), counted across epochs.
-#
-# The checkpoint of each run's best validation Dice is then scored on every held-out photo.
+# - **the same batches and augmentations**: `seed_everything` fixes PyTorch's generators, the
+#   cache's sampler shuffles from its own seed, and `KorniaAugmentation(seed=...)` draws from
+#   a generator of its own, so every start sees the same batches augmented the same way;
+# - **validation at the same steps**: a small set makes short epochs, and validating after
+#   each of them would cost more than the training; `fine_tune` validates a few times
+#   (`validations`), at the same steps for every start, counted across epochs, for the curves;
+# - **no checkpoints**: the held-out photos are both what the runs validate on and what
+#   they are scored on, so picking each run's best validation checkpoint would flatter every
+#   start with a choice made on the test photos. Each start is scored with its final
+#   weights, so nothing needs writing to disk.
 
 # %%
 #| export finetune
 import pytorch_lightning as pl
 
-from nailseg_common.datasets import NailDataModule
+from nailseg_common.cache import CachedNailDataModule
+from nailseg_common.gpu_augmentation import KorniaAugmentation
 from nailseg_common.paths import DataLocation
 from nailseg_common.training import make_trainer
 
 
 def fine_tune(model: LitNailSegmentation, data: DataLocation, profile: Profile, run_name: str,
-              seed: int = 0, validations: int = 20) -> pl.Trainer:
-    """Train ``model`` on ``data``'s training split for ``profile.max_steps`` steps, logged as
-    ``run_name``, validating every ``max_steps // validations`` steps; the same ``seed`` gives
-    every start the same batches and augmentations. Returns the trainer (its ``checkpoint_callback``
-    knows the best checkpoint)."""
+              seed: int = 0, validations: int = 4) -> pl.Trainer:
+    """Train ``model`` on ``data``'s training split for ``profile.finetune_steps`` steps, from
+    the uint8 cache with Kornia augmenting on the device, logged as ``run_name`` and
+    validating ``validations`` times at evenly spaced steps; the same ``seed`` gives every
+    start the same batches and augmentations. No checkpoints: the model keeps its final
+    weights. Returns the trainer."""
     pl.seed_everything(seed, verbose=False)
-    datamodule = NailDataModule(data, profile)
-    datamodule.setup("fit")
-    datamodule.train_set.transform.set_random_seed(seed)  # Albumentations' own generator
-    trainer = make_trainer(profile, run_name, enable_progress_bar=False,
-                           val_check_interval=max(1, profile.max_steps // validations),
+    model.gpu_augmentation = KorniaAugmentation(seed=seed)  # runs after the batch transfer
+    datamodule = CachedNailDataModule(data, profile, seed=seed)
+    trainer = make_trainer(profile, run_name, max_steps=profile.finetune_steps,
+                           enable_checkpointing=False, enable_progress_bar=False,
+                           val_check_interval=max(1, profile.finetune_steps // validations),
                            check_val_every_n_epoch=None)  # every N steps, across epochs
     trainer.fit(model, datamodule=datamodule)
     return trainer
 
 
 # %%
-import time
-
-from nailseg_common.training import read_metrics
-
 curves = {}
-for start, model in starts.items():
+for start_name, model in starts.items():
     began = time.perf_counter()
-    trainer = fine_tune(model, data, cfg, f"06_{start}")
-    curves[start] = read_metrics(trainer).dropna(subset=["val_dice"])
-    best_path = trainer.checkpoint_callback.best_model_path
-    models[start] = load_weights(LitNailSegmentation(cfg.encoder), best_path)
-    tables[start] = score_photos(models[start], valid, cfg.image_size, cfg.device)
-    print(f"{start:>9s}: {trainer.global_step} steps ({trainer.current_epoch} epoch(s)) in "
-          f"{time.perf_counter() - began:.0f} s; best checkpoint "
-          f"{Path(best_path).name}: hard Dice {tables[start]['dice'].mean():.3f}, IoU "
-          f"{tables[start]['iou'].mean():.3f} on the {len(valid)} held-out photos")
+    trainer = fine_tune(model, data, cfg, f"06_{start_name}")
+    curves[start_name] = read_metrics(trainer).dropna(subset=["val_dice"])
+    models[start_name] = model
+    tables[start_name] = score_photos(model, valid, cfg.image_size, cfg.device)
+    print(f"{start_name:>9s}: {trainer.global_step} steps ({trainer.current_epoch} epochs) in "
+          f"{time.perf_counter() - began:.0f} s: hard Dice {tables[start_name]['dice'].mean():.3f}, "
+          f"IoU {tables[start_name]['iou'].mean():.3f} on the {len(valid)} held-out photos")
 
 # %% [markdown]
 # ## Every held-out photo
@@ -436,26 +412,23 @@ def compare_starts(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 def recommend_start(tables: dict[str, pd.DataFrame]) -> dict:
     """The start with the best mean hard Dice and, against the runner-up on the same photos,
-    the mean ``gain`` in Dice, its standard error ``gain_se`` (NaN for one photo), and the
-    photos it ``wins`` and ``loses``; ``runner_up`` is ``None`` when there is one start."""
+    the mean ``gain`` in Dice, its standard error ``gain_se`` (NaN for one photo), the gain
+    in standard errors ``lead_se`` (NaN without a spread), and the photos it ``wins`` and
+    ``loses``; ``runner_up`` is ``None`` when there is one start."""
     ranking = compare_starts(tables).index
     best = ranking[0]
     advice = {"best": best, "runner_up": None, "photos": len(tables[best])}
     if len(ranking) > 1:
         runner_up = ranking[1]
         gain = tables[best]["dice"] - tables[runner_up]["dice"]
-        advice.update(runner_up=runner_up, gain=gain.mean(),
-                      gain_se=gain.std(ddof=1) / math.sqrt(len(gain)) if len(gain) > 1
-                      else math.nan,
+        se = gain.std(ddof=1) / math.sqrt(len(gain)) if len(gain) > 1 else math.nan
+        advice.update(runner_up=runner_up, gain=gain.mean(), gain_se=se,
+                      lead_se=gain.mean() / se if se > 0 else math.nan,
                       wins=int((gain > 0).sum()), loses=int((gain < 0).sum()))
     return advice
 
 
 # %%
-import matplotlib.pyplot as plt
-
-from nailseg_common.plots import plot_training_curves
-
 if curves:
     plot_training_curves(curves)
     plt.show()
@@ -464,15 +437,13 @@ compare_starts(tables).round(3)
 # %% [markdown]
 # ## The worst photos of the best start
 #
-# A mean hides the photos that drag it down. Here are the four held-out photos the best
-# start scores lowest, with the ground truth outlined in yellow and the prediction in cyan,
-# and below them the predicted probability. Look at the masks as much as at the
-# predictions: on a small hand-labelled set, a missed nail in the *mask* costs as much as
-# one in the prediction.
+# A mean hides the photos that drag it down. Here are the held-out photos the best start
+# scores lowest, with the ground truth outlined in yellow and the prediction in cyan, and
+# below them the predicted probability. Look at the masks as much as at the predictions: on
+# a small hand-labelled set, a missed nail in the *mask* costs as much as one in the
+# prediction.
 
 # %%
-from nailseg_common.plots import plot_predictions
-
 advice = recommend_start(tables)
 best = advice["best"]
 worst = tables[best].nsmallest(4, "dice")
@@ -489,9 +460,10 @@ plt.show()
 # %% [markdown]
 # ## Which start to use?
 #
-# The advice below is computed from this run's numbers. A gain counts as clear when it is
-# more than twice its standard error over the held-out photos; with a few photos that is a
-# high bar, and it should be.
+# The advice below is computed from this run's numbers: the paired gain of the best start
+# over the runner-up, with its standard error and the number of photos. A gain counts as
+# clear when it is more than twice its standard error; with a few photos that is a high
+# bar, and it should be.
 
 # %%
 photos_held_out = advice["photos"]
@@ -501,22 +473,23 @@ if advice["runner_up"] is None:
     print("-> only one start could be measured here, so there is nothing to choose between: "
           "run notebook 02 in this profile (synthetic start) or allow the ImageNet download.")
 else:
-    runner_up, gain, gain_se = advice["runner_up"], advice["gain"], advice["gain_se"]
-    print(f"ahead of {runner_up} by {gain:+.3f} Dice ± {gain_se:.3f} (standard error), better "
-          f"on {advice['wins']} photos, worse on {advice['loses']}, of {photos_held_out}")
-    if gain > 2 * gain_se:
-        verdict = f"use the {best} start: its lead is more than twice its standard error"
+    runner_up, lead_se = advice["runner_up"], advice["lead_se"]
+    print(f"ahead of {runner_up} by {advice['gain']:+.3f} Dice ± {advice['gain_se']:.3f} "
+          f"(standard error over {photos_held_out} photos), better on {advice['wins']}, "
+          f"worse on {advice['loses']}")
+    if lead_se > 2:
+        verdict = f"use the {best} start: its lead is {lead_se:.1f} standard errors, more than two"
     else:
-        verdict = (f"{best} and {runner_up} are within the noise of {photos_held_out} photos: "
-                   "either will do; hold out more photos before you trust the ranking")
+        verdict = (f"{best} and {runner_up} are within the noise: the lead is {lead_se:.1f} "
+                   "standard errors, not more than two; either will do, and more held-out "
+                   "photos would tell them apart")
     if best == ZERO_SHOT:
         verdict += ("; fine-tuning did not beat the checkpoint as it is, so use it unchanged "
-                    "or fine-tune longer (max_steps)")
+                    "or fine-tune longer (finetune_steps)")
     print(f"-> {verdict}")
-print(f"caveats: with {photos_held_out} held-out photos one photo moves a mean by up to "
-      f"{1 / photos_held_out:.3f}; the scores are at {cfg.image_size} px after "
-      f"{cfg.max_steps} steps; check the masks of the worst photos above before you blame the "
-      "model")
+print(f"skipped: {', '.join(skipped) or 'none'}; with {photos_held_out} held-out photos one "
+      f"photo moves a mean by up to {1 / photos_held_out:.3f}; the scores are at "
+      f"{cfg.image_size} px after {cfg.finetune_steps} steps")
 
 # %% [markdown]
 # How to read it, whatever your numbers say:
@@ -531,16 +504,18 @@ print(f"caveats: with {photos_held_out} held-out photos one photo moves a mean b
 #   off for this set (too few steps to adapt, or so many that it overfits a few dozen photos),
 #   not that fine-tuning cannot help.
 # - **Few held-out photos make noisy means.** Before you trust a small gap, hold out more
-#   photos, or repeat with another split (`ensure_prepared(..., seed=1)`).
+#   photos, or repeat with another split (`start(..., seed=1)`).
 #
 # ## Summary
 #
-# - Your photos go through the same `ensure_prepared` as the synthetic set; without them
-#   the notebook runs on a stand-in of another style, so every cell runs real code.
+# - Your photos go through the same preparation as the synthetic set; without them the
+#   notebook runs on a stand-in of another style, so every cell runs real code.
 # - The course's own checkpoint is found in `runs/<profile>/` (or passed), and its encoder
 #   decides the encoder of every start, so the starts differ only in their weights.
-# - Fair fine-tuning: the same steps, seed, batches and augmentations for every start, and
-#   the same validation steps; Albumentations needs its own seed.
+# - Fair and fast fine-tuning: the same steps, seed, batches and augmentations for every
+#   start (the GPU augmentation with a seed of its own), the same validation steps, the
+#   photos held in memory as notebook 03's uint8 cache; scored with the final weights, not
+#   a checkpoint chosen on the held-out photos.
 # - Scores per photo (hard Dice and IoU at 0.5) show which photos fail, and the paired
 #   gain with its standard error says whether one start really beats another.
 #
@@ -549,12 +524,12 @@ print(f"caveats: with {photos_held_out} held-out photos one photo moves a mean b
 # 1. Fine-tune only the decoder of the synthetic start: set `requires_grad_(False)` on
 #    `starts["synthetic"].model.encoder` before `fine_tune`. Does a frozen encoder do better
 #    or worse on a few dozen photos?
-# 2. Run with `max_steps` a quarter and four times the profile's. Which start gains most from
-#    a longer run, and does any of them start to overfit (training loss falling while the
-#    validation Dice drops)?
+# 2. Run with `finetune_steps` a quarter and four times the profile's. Which start gains
+#    most from a longer run, and does any of them start to overfit (training loss falling
+#    while the validation Dice drops)?
 # 3. Open the worst photos' masks in an image editor. Is any of them wrong? Fix it, re-run,
 #    and compare the per-photo table.
-# 4. Repeat with another split (`ensure_prepared(cfg, photos, seed=1)`): does the ranking of
+# 4. Repeat with another split (`start(profile, photos, seed=1, ...)`): does the ranking of
 #    the starts survive? How large is the spread of each start's mean Dice?
 # 5. Score the zero-shot checkpoint at a larger `image_size` than it was trained at. Does a
 #    model trained at one size transfer to another?

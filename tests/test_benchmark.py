@@ -169,6 +169,7 @@ def test_table_and_targets_follow_the_numbers(results):
     assert missed["met"] is False and missed["shortfall"] == pytest.approx(0.5)
     assert missed["shortfall_pct"] == pytest.approx(100 * 0.5 / (ratio + 0.5))
     assert met["met"] is True and met["shortfall"] == 0.0
+    assert met["margin"] == pytest.approx(ratio / 2) and missed["margin"] == pytest.approx(-0.5)
     assert absent["measured"] is None
     steady = {**results, "bound": {**results["bound"], "drift": 1.05}}
     assert benchmark.stability_warning(steady) is None
@@ -192,7 +193,9 @@ def test_plots_draw_every_pipeline(results):
     bars = [c for c in ax.containers if hasattr(c, "patches")]
     assert [len(c.patches) for c in bars] == [len(results["pipelines"])] * 2
     ax = plots.plot_ratio_to_bound(results, benchmark.TARGETS)
-    assert [round(p.get_height(), 6) for p in ax.patches] == [
+    assert [round(p.get_width(), 6) for p in ax.patches] == [
         round(p["train_ratio_to_bound"], 6) for p in results["pipelines"].values()]
+    labels = [label.get_text() for label in ax.get_yticklabels()]
+    assert labels == list(results["pipelines"]), "one row per pipeline, named on its own line"
     ax = plots.plot_worker_scaling(results)
     assert ax.get_lines()[0].get_xdata().tolist() == [0]

@@ -12,7 +12,7 @@ import pytest
 import torch
 from huggingface_hub import constants as hub_constants
 
-from nailseg_common import finetune
+from nailseg_common import hub, photos
 from nailseg_common.datasets import NailDataModule
 from nailseg_common.finetune import (
     checkpoint_hparams,
@@ -26,6 +26,7 @@ from nailseg_common.finetune import (
     start_model,
 )
 from nailseg_common.models import LitNailSegmentation
+from nailseg_common.photos import photos_or_standin
 from nailseg_common.preparation import ensure_prepared, read_split
 from nailseg_common.profiles import select_profile
 from nailseg_common.synthetic import generate_synthetic_dataset
@@ -35,8 +36,9 @@ ENCODER = "mobilenet_v2"
 
 
 def tiny_profile():
-    return select_profile("smoke", image_size=32, batch_size=2, max_steps=2, encoder=ENCODER,
-                          num_workers=0, max_train_batches=2, max_valid_batches=0)
+    return select_profile("smoke", image_size=32, batch_size=2, max_steps=2, finetune_steps=2,
+                          encoder=ENCODER, num_workers=0, max_train_batches=2,
+                          max_valid_batches=0)
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +51,9 @@ def trained(tmp_path_factory):
         profile = tiny_profile()
         photos = generate_synthetic_dataset(root / "photos", 8, seed=1, progress=False)
         data = ensure_prepared(profile, photos, progress=False)
-        trainer = fine_tune(start_model("random", ENCODER, 1e-3, 2), data, profile,
-                            "02_lightning_baseline")
+        trainer = make_trainer(profile, "02_lightning_baseline", enable_progress_bar=False)
+        trainer.fit(start_model("random", ENCODER, 1e-3, 2),
+                    datamodule=NailDataModule(data, profile))
         yield SimpleNamespace(profile=profile, data=data, trainer=trainer,
                               best=Path(trainer.checkpoint_callback.best_model_path))
 
@@ -110,7 +113,7 @@ def test_starts_are_checked():
 
 
 def test_offline_the_imagenet_start_fails_at_once_with_the_reason(tmp_path, monkeypatch):
-    monkeypatch.setattr(finetune, "hub_reachable", lambda timeout=3.0: False)
+    monkeypatch.setattr(hub, "hub_reachable", lambda timeout=3.0: False)
     monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(tmp_path))  # an empty cache
     began = time.perf_counter()
     with pytest.raises(RuntimeError, match="offline"):
@@ -134,11 +137,14 @@ def test_one_row_per_held_out_photo_and_their_mean_is_val_dice(trained):
     assert table["iou"].mean() == pytest.approx(logged["val_iou"], abs=1e-5)
 
 
-def test_the_same_seed_trains_the_same_weights(trained):
+def test_the_same_seed_trains_the_same_weights_without_writing_checkpoints(trained):
     runs = [fine_tune(start_model("random", ENCODER, 1e-3, 2), trained.data, trained.profile,
                       f"06_seed_{n}") for n in range(2)]
     first, second = (run.lightning_module.state_dict() for run in runs)
     assert all(torch.equal(first[name], second[name]) for name in first)
+    assert all(run.global_step == trained.profile.finetune_steps for run in runs)
+    assert all(run.checkpoint_callback is None for run in runs)
+    assert not list(Path(runs[0].log_dir).rglob("*.ckpt"))
 
 
 def _table(dice):
@@ -153,5 +159,22 @@ def test_the_advice_ranks_by_mean_dice_and_measures_the_gain_on_the_same_photos(
     assert advice["best"] == "synthetic" and advice["runner_up"] == "random"
     assert advice["gain"] == pytest.approx(0.2)
     assert advice["gain_se"] == pytest.approx(0.2 / math.sqrt(3))
+    assert advice["lead_se"] == pytest.approx(math.sqrt(3))
     assert (advice["wins"], advice["loses"], advice["photos"]) == (2, 0, 3)
     assert recommend_start({"random": _table([0.4])})["runner_up"] is None
+
+
+def test_your_photos_are_used_as_they_are_and_the_standin_is_sized_by_the_profile(
+        tmp_path, monkeypatch):
+    monkeypatch.delenv("NAILSEG_DATA_ROOT", raising=False)
+    monkeypatch.setenv("NAILSEG_DATA_DIR", str(tmp_path / "data"))
+    made = []
+    monkeypatch.setattr(photos, "ensure_synthetic_dataset",
+                        lambda root, count, style: made.append((root, count, style)) or root)
+    mine = tmp_path / "mine"
+    assert photos_or_standin("smoke", str(mine)) == mine.resolve() and not made
+    standin = photos_or_standin("smoke")
+    count = min(select_profile("smoke").num_images // 2, photos.STANDIN_MAX_IMAGES)
+    assert made == [(tmp_path / "data" / f"standin-{count}", count, "photo")] == [
+        (standin, count, "photo")]
+    assert photos_or_standin("smoke", "", 7).name == "standin-7"

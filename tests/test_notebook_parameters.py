@@ -62,7 +62,7 @@ print("REPORT" + json.dumps({
     "encoder": models["random"].hparams.encoder, "lr": trainer.lightning_module.hparams.lr,
     "schedule_steps": trainer.lightning_module.hparams.max_steps,
     "max_steps": trainer.max_steps, "steps": trainer.global_step,
-    "batch_size": trainer.train_dataloader.batch_size,
+    "batch_size": len(next(iter(trainer.train_dataloader))["image"]),
     "num_workers": trainer.train_dataloader.num_workers,
     "train_batches": trainer.num_training_batches, "val_batches": trainer.num_val_batches[0],
     "precision": trainer.precision, "accelerator": type(trainer.accelerator).__name__,
@@ -72,8 +72,8 @@ print("REPORT" + json.dumps({
 
 def test_notebook_06_fine_tunes_with_the_parameters_it_is_given(tmp_path, monkeypatch):
     """No checkpoint in the (empty) runs folder and no ImageNet: the random start alone."""
-    parameters = {"profile": "smoke", "num_images": 20, "image_size": 32, "batch_size": 2,
-                  "max_steps": 3, "encoder": "mobilenet_v2", "lr": 0.005, "num_workers": 1,
+    parameters = {"profile": "smoke", "standin_images": 20, "image_size": 32, "batch_size": 2,
+                  "finetune_steps": 3, "encoder": "mobilenet_v2", "lr": 0.005, "num_workers": 1,
                   "precision": "bf16-mixed", "accelerator": "cpu", "max_train_batches": 2,
                   "max_valid_batches": 1, "try_imagenet": False, "checkpoint": ""}
     report = run_with(NOTEBOOKS / "06_your_own_photos.ipynb", parameters, REPORT_06,
