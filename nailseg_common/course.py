@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 
 import matplotlib
-import pandas as pd
 import matplotlib.pyplot as plt  # noqa: F401  (activates the notebook's backend before the style below)
+import pandas as pd
 
 from .environment import environment_report
 from .paths import DataLocation
