@@ -42,9 +42,6 @@ from .paths import REPO_ROOT, DataLocation
 from .profiles import Profile
 from .timing import BOUND_BATCHES, measure_loader, measure_training, resident_batches, summarize
 
-# measure_loader, measure_training and resident_batches are also imported from here by
-# notebooks 03 and 04 and gpu_augmentation; their home is nailseg_common.timing.
-
 SCHEMA_VERSION = 1
 REFERENCE_RESULTS = REPO_ROOT / "results" / "benchmark_h100.json"
 

@@ -289,25 +289,6 @@ def plot_predictions(images, masks, probabilities, scores=None, max_images: int 
     return fig
 
 
-def plot_data_wait(frame, ax=None):
-    """Per training step, stacked: time waiting for the batch (red) and the step itself (blue).
-
-    ``frame`` is :meth:`nailseg_common.training.DataWaitTimer.frame`.
-    """
-    if ax is None:
-        _, ax = plt.subplots(figsize=(8, 3))
-    steps = range(len(frame))
-    wait, step = 1e3 * frame["wait_s"].to_numpy(), 1e3 * frame["step_s"].to_numpy()
-    ax.bar(steps, wait, color="tab:red", label="waiting for data")
-    ax.bar(steps, step, bottom=wait, color="tab:blue", label="forward + backward + step")
-    ax.set(xlabel="training step", ylabel="ms", title="Where each training step's time goes")
-    ax.legend()
-    return ax
-
-
-# --- DALI (notebook 04) ----------------------------------------------------------------
-
-
 def plot_batch_gallery(batch: dict, max_images: int = 8, columns: int = 4, title: str | None = None):
     """A batch-contract dict (``image`` B×3×H×W, ``label`` B×1×H×W; torch on any device or
     numpy, uint8 or float) as a grid of images with the label's outline in yellow."""

@@ -163,12 +163,13 @@ for name, values in zip("RGB", pixels.T):
 #
 # `read_rgb` turns any image into `HxWx3 uint8` (RGBA loses its alpha, grayscale is
 # repeated, 16-bit data is scaled by the bit depth it uses). `read_binary_mask` turns any
-# mask into `{0, 1}`, by one documented rule (see `nailseg_common.images`): a 0/255 mask
-# (antialiased, coloured or JPEG too) is nail where its brightest channel is at least
-# `MASK_THRESHOLD`; a 0/1 mask is taken as it is, also after JPEG turned some of its 1s into
-# 2s; a mask drawn only in the alpha channel is read from there. Anything else (a class mask
-# 0/1/2, a dim export, a mask that is nail everywhere) is refused with the file's name
-# rather than silently emptied or filled, and masks with no nail at all are reported.
+# mask into `{0, 1}`, by one documented rule (the README's mask table, and
+# `nailseg_common.images`): a two-level mask, in any pair of levels (0/1, 0/255, 0/100), is
+# nail at its higher level; an antialiased 0/255 mask (coloured or JPEG too) is nail from the
+# middle up, `MASK_THRESHOLD`; a label mask with a void 255 ring keeps its label as the nail;
+# a palette mask is read by colour or index, an RGBA cut-out by its alpha. A class mask
+# (0/1/2), an inverted mask, a photo saved into `Masks/` and a mask that is nail everywhere
+# are refused with the file's name and the fix, and masks with no nail at all are reported.
 
 # %%
 antialiased = np.array([[0, 30, 90, 127, 128, 180, 255]], dtype=np.uint8)
