@@ -7,7 +7,7 @@ import pytorch_lightning as pl
 import torch
 
 from nailseg_common import dali_pipelines as dp
-from nailseg_common import multi_gpu
+from nailseg_common import train_arguments
 from nailseg_common.multi_gpu import (
     StepProfile,
     TrainingThroughput,
@@ -18,6 +18,7 @@ from nailseg_common.multi_gpu import (
     parse_args,
     shard_sizes,
 )
+from nailseg_common.profiles import select_profile
 
 NAMES = [f"{i:05d}" for i in range(40)]
 
@@ -154,6 +155,16 @@ def test_defaults_come_from_the_profile_and_whole_epochs_are_trained():
     assert profile.max_valid_batches is None
 
 
+def test_warm_up_compile_and_validation_interval_default_to_the_profiles_recipe():
+    _, profile = parse_args(["--profile", "smoke"])
+    smoke = select_profile("smoke")
+    assert (profile.warmup_steps, profile.val_every_n_epochs, profile.compile_model) == (
+        smoke.warmup_steps, smoke.val_every_n_epochs, smoke.compile_model)
+    _, profile = parse_args(["--profile", "smoke", "--warmup-steps", "3",
+                                "--val-every-n-epochs", "2"])
+    assert (profile.warmup_steps, profile.val_every_n_epochs) == (3, 2)
+
+
 def test_arguments_reach_the_profile_as_given():
     args, profile = parse_args(["--profile", "smoke", "--devices", "2", "--batch-size", "4",
                                 "--lr", "0.003", "--max-steps", "7", "--image-size", "32",
@@ -200,6 +211,6 @@ def test_zero_devices_and_unknown_profiles_are_refused(capsys):
 
 
 def test_without_dali_the_message_says_where_it_runs(capsys, monkeypatch):
-    monkeypatch.setattr(multi_gpu, "dali_available", lambda: False)
+    monkeypatch.setattr(train_arguments, "dali_available", lambda: False)
     monkeypatch.setattr(dp, "_IMPORT_ERROR", ImportError("No module named 'nvidia.dali'"))
     assert "Linux" in refusal(capsys, ["--profile", "smoke"])
