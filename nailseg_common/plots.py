@@ -131,6 +131,19 @@ def plot_samples_by_type(table, per_type: int = 4, seed: int = 0):
     return fig
 
 
+def plot_synthetic_samples(samples):
+    """Synthetic samples ``(type, image, mask)`` side by side, each image above its mask."""
+    fig, axes = plt.subplots(2, len(samples), figsize=(3 * len(samples), 5.5), squeeze=False)
+    for column, (kind, image, mask) in enumerate(samples):
+        axes[0, column].imshow(image)
+        axes[0, column].set_title(f"type {kind}: {image.shape[1]}x{image.shape[0]}", fontsize=9)
+        axes[1, column].imshow(mask, cmap="gray")
+    for ax in axes.flat:
+        ax.set_axis_off()
+    fig.tight_layout()
+    return fig
+
+
 def plot_image_sizes(table):
     """Width against height per type, and the spread of aspect ratios."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))

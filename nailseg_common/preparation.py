@@ -46,6 +46,8 @@ from .integrity import file_records, verify_records
 from .paths import DataLocation, data_location
 from .profiles import Profile, select_profile
 from .progress import progress as progress_bar
+from .split import split_pairs
+from .split import type_order as _type_order
 from .synthetic import ensure_synthetic_dataset
 
 PREPARATION_VERSION = 3
@@ -214,40 +216,6 @@ def find_pairs(raw: str | os.PathLike) -> list[Pair]:
     if not pairs:
         raise DataError(f"No images found under {raw}. {LAYOUT_HELP}")
     return pairs
-
-
-def _type_order(kind: str) -> tuple[int, int | str]:
-    return (0, int(kind)) if kind.isdigit() else (1, kind)
-
-
-def split_pairs(pairs: list[Pair], valid_fraction: float = 0.2,
-                seed: int = 0) -> tuple[list[Pair], list[Pair]]:
-    """Split into ``(train, valid)``, stratified by type: each type contributes
-    ``round(n * valid_fraction)`` (at least one) images to valid and the rest to train.
-
-    A type whose train or valid share comes out empty raises :class:`DataError`.
-    """
-    if not 0.0 < valid_fraction < 1.0:
-        raise ValueError(f"valid_fraction must be between 0 and 1, got {valid_fraction}")
-    rng = np.random.default_rng(seed)
-    by_type: dict[str, list[Pair]] = {}
-    for pair in pairs:
-        by_type.setdefault(pair.type, []).append(pair)
-    train, valid = [], []
-    for kind in sorted(by_type, key=_type_order):
-        members = sorted(by_type[kind], key=lambda p: p.name)
-        n_valid = max(1, round(len(members) * valid_fraction))
-        if n_valid >= len(members):
-            folder = members[0].image.parent
-            raise DataError(
-                f"Type {kind!r} ({folder}) has only {len(members)} image(s): the train split "
-                f"of that type would be empty. Add images to {folder} (at least 2 per type), "
-                "remove the folder, or use more synthetic images (the profile's num_images).")
-        order = rng.permutation(len(members))
-        chosen = set(order[:n_valid].tolist())
-        for i, pair in enumerate(members):
-            (valid if i in chosen else train).append(pair)
-    return train, valid
 
 
 def _fingerprint(pairs: list[Pair], raw: Path) -> str:

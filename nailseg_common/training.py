@@ -4,14 +4,18 @@
 from __future__ import annotations
 
 import dataclasses
+import statistics
 import time
+import warnings
 
 import pandas as pd
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import Callback, ModelCheckpoint
 from pytorch_lightning.loggers import CSVLogger
+from torch.utils.data import DataLoader, Dataset
 
+from nailseg_common.clock import synchronized_now
 from nailseg_common.paths import runs_dir
 from nailseg_common.profiles import Profile
 from nailseg_common.progress_lines import ProgressLines, quiet_lightning
@@ -92,54 +96,66 @@ def latest_run_metrics(profile: Profile, run_name: str) -> tuple[pd.DataFrame, s
     return None
 
 
-class DataWaitTimer(Callback):
-    """Per training step: how long the loop waited for its batch, and how long the step took.
-
-    *wait* runs from the end of one step to the start of the next (fetching the batch,
-    copying it, ``on_after_batch_transfer``); *step* is forward, backward and optimizer
-    step. On a GPU the timer synchronises at both ends, which removes some overlap: use it
-    to explain, not to benchmark. The first step of each epoch (starting the workers) is
-    kept apart.
-    """
+class TrainingSpeed(Callback):
+    """Training images/s of each epoch: the clock (synchronised) reads at the start of the
+    epoch and after its last training step, so validation is excluded."""
 
     def __init__(self) -> None:
-        self.records: list[dict] = []
-        self._end = self._start = self._wait = 0.0
-
-    @staticmethod
-    def _now(pl_module: pl.LightningModule) -> float:
-        if pl_module.device.type == "cuda":
-            torch.cuda.synchronize(pl_module.device)
-        return time.perf_counter()
+        self.epochs: list[dict] = []
+        self._start: float | None = None
 
     def on_train_epoch_start(self, trainer, pl_module) -> None:
-        self._end = self._now(pl_module)
-
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-        self._start = self._now(pl_module)
-        self._wait = self._start - self._end
+        self._start, self._images = synchronized_now(pl_module.device), 0
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        self._end = self._now(pl_module)
-        self.records.append({"epoch": trainer.current_epoch, "batch": batch_idx,
-                             "wait_s": self._wait, "step_s": self._end - self._start})
+        self._images += len(batch["image"]) * trainer.world_size
+        last = batch_idx + 1 >= trainer.num_training_batches
+        if last or 0 < trainer.max_steps <= trainer.global_step:
+            self._stop(pl_module)
 
-    def frame(self) -> pd.DataFrame:
-        """One row per step: ``epoch``, ``batch``, ``wait_s``, ``step_s``."""
-        return pd.DataFrame(self.records, columns=["epoch", "batch", "wait_s", "step_s"])
+    def on_validation_start(self, trainer, pl_module) -> None:
+        self._stop(pl_module)  # only if the epoch's window is still open
 
-    def summary(self) -> dict:
-        """Medians in ms and the share of time spent waiting, first steps of epochs apart."""
-        frame = self.frame()
-        if frame.empty:
-            raise ValueError("DataWaitTimer saw no training step: "
-                             "pass it in the trainer's callbacks.")
-        first = frame["batch"] == 0
-        steady = frame[~first] if (~first).any() else frame
-        return {
-            "steps": len(steady),
-            "median_wait_ms": 1e3 * steady["wait_s"].median(),
-            "median_step_ms": 1e3 * steady["step_s"].median(),
-            "wait_share": steady["wait_s"].sum() / (steady["wait_s"] + steady["step_s"]).sum(),
-            "first_batch_wait_s": frame.loc[first, "wait_s"].mean(),
-        }
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        self._stop(pl_module)
+
+    def _stop(self, pl_module) -> None:
+        if self._start is not None and self._images:
+            seconds = synchronized_now(pl_module.device) - self._start
+            self.epochs.append({"images": self._images, "seconds": seconds,
+                                "img_s": self._images / seconds})
+        self._start = None
+
+    def images_per_second(self) -> float:
+        """Median training images/s over the epochs, the first excluded when there are several."""
+        if not self.epochs:
+            raise ValueError("TrainingSpeed timed no epoch: pass it in the trainer's callbacks.")
+        speeds = [epoch["img_s"] for epoch in self.epochs]
+        return statistics.median(speeds[1:] if len(speeds) > 1 else speeds)
+
+
+class _Repeat(Dataset):
+    def __init__(self, batches: list[dict], length: int):
+        self.batches, self.length = batches, length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int) -> dict:
+        return self.batches[index % len(self.batches)]
+
+
+def bound_images_per_second(profile: Profile, make_model, batches: list[dict], steps: int) -> float:
+    """Training images/s of a fresh ``make_model()`` when ``batches`` (already on the device)
+    come for free: the same step as in ``fit``, ``steps`` steps in about five epochs."""
+    per_epoch = max(1, steps // 5)
+    speed = TrainingSpeed()
+    trainer = make_trainer(dataclasses.replace(profile, max_steps=steps), "bound",
+                           callbacks=[speed], enable_checkpointing=False,
+                           enable_progress_bar=False, limit_train_batches=per_epoch,
+                           limit_val_batches=0)
+    loader = DataLoader(_Repeat(batches, per_epoch), batch_size=None, shuffle=False)
+    with warnings.catch_warnings():  # no validation here, on purpose
+        warnings.filterwarnings("ignore", "You defined a `validation_step` but have no")
+        trainer.fit(make_model(), train_dataloaders=loader)
+    return speed.images_per_second()

@@ -43,6 +43,21 @@
 # > Runs everywhere: nothing here needs a GPU. A `cpu` or `gpu` profile only makes the
 # > synthetic set larger.
 
+# %%
+import io
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from PIL import Image
+
+from nailseg_common import plots, preparation, synthetic
+from nailseg_common.images import MASK_THRESHOLD, DataError, read_binary_mask
+
 # %% tags=["parameters"]
 profile = ""       # smoke, cpu or gpu; empty: $NAILSEG_PROFILE, else chosen from the hardware
 data_root = ""     # your own photos (Images/<type>/, Masks/<type>/); empty: the synthetic set
@@ -50,14 +65,9 @@ num_images = None  # size of the synthetic set (None: the profile's value; ignor
 seed = 0           # seed of the train/valid split
 
 # %%
-from nailseg_common.environment import environment_report
-from nailseg_common.preparation import ensure_prepared
-from nailseg_common.profiles import select_profile
+from nailseg_common.course import start
 
-cfg = select_profile(profile, num_images=num_images)
-print(environment_report(cfg))
-data = ensure_prepared(cfg, data_root, seed=seed)
-print("data:", data.raw)
+cfg, data = start(profile, data_root, num_images=num_images, seed=seed)
 
 # %% [markdown]
 # That one call did everything this notebook explains step by step: it generated the
@@ -78,14 +88,7 @@ print("data:", data.raw)
 # ```
 
 # %%
-import matplotlib.pyplot as plt
-import numpy as np
-import pandas as pd
-
-from nailseg_common import synthetic
-from nailseg_common.preparation import find_pairs
-
-pairs = find_pairs(data.raw)
+pairs = preparation.find_pairs(data.raw)
 print(f"{len(pairs)} image/mask pairs ({'synthetic' if data.synthetic else 'real'} set)")
 for p in pairs[:3]:
     print(" ", p.image.relative_to(data.raw), "<->", p.mask.relative_to(data.raw))
@@ -115,15 +118,7 @@ for kind, description in synthetic.TYPE_DESCRIPTIONS.items():
 # the same bytes on every machine. Here is one sample of each type with its mask:
 
 # %%
-fig, axes = plt.subplots(2, 4, figsize=(12, 5.5))
-for index in range(4):
-    kind, image, mask = synthetic.synthetic_sample(seed=0, index=index)
-    axes[0, index].imshow(image)
-    axes[0, index].set_title(f"type {kind}: {image.shape[1]}x{image.shape[0]}", fontsize=9)
-    axes[1, index].imshow(mask, cmap="gray")
-for ax in axes.flat:
-    ax.set_axis_off()
-fig.tight_layout()
+plots.plot_synthetic_samples([synthetic.synthetic_sample(seed=0, index=i) for i in range(4)])
 plt.show()
 
 # %% [markdown]
@@ -150,9 +145,9 @@ for name, values in zip("RGB", pixels.T):
     print(f"best IoU of one threshold on {name}: {best_threshold_iou(values):.2f}")
 
 # %% [markdown]
-# The models in notebook 02 reach a far higher IoU. Generating is quick (the `cpu`
-# profile's 400 images take well under a minute on one core), and
-# `generate_synthetic_dataset(root, num_images, seed)` writes a set anywhere:
+# The models in notebook 02 reach a far higher IoU. `start` generated this notebook's set
+# in parallel processes (one per core), and `generate_synthetic_dataset(root, num_images,
+# seed)` writes a set anywhere:
 #
 # ```python
 # from nailseg_common.synthetic import generate_synthetic_dataset
@@ -176,12 +171,6 @@ for name, values in zip("RGB", pixels.T):
 # rather than silently emptied or filled, and masks with no nail at all are reported.
 
 # %%
-import io
-
-from PIL import Image
-
-from nailseg_common.images import MASK_THRESHOLD, read_binary_mask
-
 antialiased = np.array([[0, 30, 90, 127, 128, 180, 255]], dtype=np.uint8)
 buffer = io.BytesIO()
 Image.fromarray(antialiased).save(buffer, format="PNG")
@@ -199,13 +188,6 @@ print("binarized:  ", read_binary_mask(buffer)[0])
 # have enough images for both splits. Here we break a copy of a few files on purpose:
 
 # %%
-import shutil
-import tempfile
-from pathlib import Path
-
-from nailseg_common.images import DataError
-from nailseg_common.preparation import prepare_dataset
-
 with tempfile.TemporaryDirectory() as tmp:
     broken = Path(tmp) / "broken"
     for p in pairs[:4] + pairs[-4:]:
@@ -216,13 +198,13 @@ with tempfile.TemporaryDirectory() as tmp:
     first = pairs[0]
     (broken / first.mask.relative_to(data.raw)).unlink()  # an image without its mask
     try:
-        prepare_dataset(broken, Path(tmp) / "prepared", progress=False)
+        preparation.prepare_dataset(broken, Path(tmp) / "prepared", progress=False)
     except DataError as error:
         print(str(error).replace(tmp, "<tmp>"))
     shutil.copy(first.mask, broken / first.mask.relative_to(data.raw))
     (broken / pairs[-1].image.relative_to(data.raw)).write_bytes(b"not a png")  # a corrupt file
     try:
-        prepare_dataset(broken, Path(tmp) / "prepared", progress=False)
+        preparation.prepare_dataset(broken, Path(tmp) / "prepared", progress=False)
     except DataError as error:
         print("\n" + str(error).replace(tmp, "<tmp>"))
     print("\nanything written?", (Path(tmp) / "prepared").exists())
@@ -230,15 +212,59 @@ with tempfile.TemporaryDirectory() as tmp:
 # %% [markdown]
 # ## The split
 #
-# Each type contributes 20 % of its images (rounded, at least one) to the validation set, chosen
-# with a seeded random permutation. Stratifying by type keeps the rare kinds of photo in
-# both sets; the seed makes the split the same on every run. A type with a single image
-# cannot be split, and says so.
+# Each type contributes `valid_fraction` of its images (rounded, at least one) to the
+# validation set, chosen with a seeded random permutation. Stratifying by type keeps the rare
+# kinds of photo in both sets; the seed makes the split the same on every run. A type with a
+# single image cannot be split, and says so. `split_pairs` takes any pairs that carry a
+# `type`, a `name` and an `image` path (the `Pair`s of `find_pairs`), and `prepare_dataset`
+# calls exactly this function.
 
 # %%
-from nailseg_common.preparation import read_split
+#| export split
+import numpy as np
 
-train, valid = read_split(data, "train"), read_split(data, "valid")
+from nailseg_common.images import DataError
+
+
+def type_order(kind: str) -> tuple[int, int | str]:
+    """Sort key of type folders: numbers in numeric order (1, 2, 10), then names."""
+    return (0, int(kind)) if kind.isdigit() else (1, kind)
+
+
+def split_pairs(pairs: list, valid_fraction: float = 0.2, seed: int = 0) -> tuple[list, list]:
+    """Split ``pairs`` (with ``type``, ``name``, ``image``) into ``(train, valid)``, stratified
+    by type: ``round(n · valid_fraction)`` images of each type, at least one, go to valid."""
+    if not 0.0 < valid_fraction < 1.0:
+        raise ValueError(f"valid_fraction must be between 0 and 1, got {valid_fraction}")
+    rng = np.random.default_rng(seed)
+    by_type: dict[str, list] = {}
+    for pair in pairs:
+        by_type.setdefault(pair.type, []).append(pair)
+    train, valid = [], []
+    for kind in sorted(by_type, key=type_order):
+        members = sorted(by_type[kind], key=lambda p: p.name)
+        n_valid = max(1, round(len(members) * valid_fraction))
+        if n_valid >= len(members):
+            folder = members[0].image.parent
+            raise DataError(
+                f"Type {kind!r} ({folder}) has only {len(members)} image(s): the train split "
+                f"of that type would be empty. Add images to {folder} (at least 2 per type), "
+                "remove the folder, or use more synthetic images (the profile's num_images).")
+        chosen = set(rng.permutation(len(members))[:n_valid].tolist())
+        for i, pair in enumerate(members):
+            (valid if i in chosen else train).append(pair)
+    return train, valid
+
+
+# %% [markdown]
+# Run it on the pairs found above and compare with the split the preparation wrote: the
+# same images, because it is the same function with the same seed.
+
+# %%
+train_pairs, valid_pairs = split_pairs(pairs, seed=seed)
+train, valid = preparation.read_split(data, "train"), preparation.read_split(data, "valid")
+print(f"{len(train_pairs)} training and {len(valid_pairs)} validation pairs; same as the "
+      f"prepared split: {sorted(str(p.image) for p in valid_pairs) == sorted(valid['image'])}")
 counts = pd.concat({"train": train["type"].value_counts(), "valid": valid["type"].value_counts()},
                    axis=1).sort_index().rename_axis("type")
 counts["valid %"] = (100 * counts["valid"] / (counts["train"] + counts["valid"])).round(1)
@@ -281,11 +307,9 @@ print(f"PNG/JPEG: {megabytes(both['image']) + megabytes(both['mask']):.1f} MB, "
 # make it rebuild instead of handing broken files to a loader:
 
 # %%
-import time
-
-start = time.perf_counter()
-ensure_prepared(cfg, data_root, seed=seed)
-print(f"second call: {time.perf_counter() - start:.2f} s")
+began = time.perf_counter()
+preparation.ensure_prepared(cfg, data_root, seed=seed)
+print(f"second call: {time.perf_counter() - began:.2f} s")
 
 # %% [markdown]
 # ## Looking at the data
@@ -294,11 +318,8 @@ print(f"second call: {time.perf_counter() - start:.2f} s")
 # else is: a model can only be as good as its masks.
 
 # %%
-from nailseg_common.plots import plot_image_sizes, plot_nail_fraction, plot_samples_by_type
-from nailseg_common.preparation import dataset_table
-
-table = dataset_table(data)
-plot_samples_by_type(table, per_type=4)
+table = preparation.dataset_table(data)
+plots.plot_samples_by_type(table, per_type=4)
 plt.show()
 
 # %% [markdown]
@@ -307,18 +328,20 @@ plt.show()
 # policy); the `.npy` files keep the original size.
 
 # %%
-plot_image_sizes(table)
+plots.plot_image_sizes(table)
 plt.show()
 
 # %% [markdown]
 # Nails are a small part of most images, and a very small part of the far-away type. This
 # imbalance is why notebook 02 uses a Dice loss next to binary cross-entropy, and why pixel
-# accuracy would be a misleading metric (predicting "no nail" everywhere scores over 90 %).
+# accuracy would be a misleading metric: the last line below is the pixel accuracy of a
+# model that predicts no nail anywhere.
 
 # %%
-plot_nail_fraction(table)
+plots.plot_nail_fraction(table)
 plt.show()
 print(table.groupby("type")["nail_fraction"].describe()[["mean", "min", "max"]].round(4))
+print(f"pixel accuracy of predicting no nail anywhere: {1 - table['nail_fraction'].mean():.1%}")
 
 # %% [markdown]
 # ## Using the real dataset
@@ -341,13 +364,15 @@ print("prepared files:", data.prepared.relative_to(data.prepared.parents[1]))
 # %% [markdown]
 # ## Summary
 #
-# - `ensure_prepared(cfg, data_root)` is the one call every notebook makes: it generates
-#   the synthetic set if needed, validates, splits and converts, and is safe to re-run.
+# - `start(profile, data_root, ...)` is the one call every notebook makes; through
+#   `ensure_prepared` it generates the synthetic set if needed, validates, splits and
+#   converts, and is safe to re-run.
 # - The synthetic set mimics the real layout and types, and is hard enough that a colour
 #   threshold fails (best IoU shown above), so the models must learn shapes.
 # - Bad data fails early with a message naming the file and the fix; nothing is left
 #   half-written.
-# - The split is stratified by type and seeded; `csv_file/train.csv` and `valid.csv` list
+# - The split (`split_pairs`, shown above) is stratified by type and seeded;
+#   `csv_file/train.csv` and `valid.csv` list
 #   the pairs with relative paths; `.npy` copies feed DALI.
 
 # %% [markdown]

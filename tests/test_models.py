@@ -9,11 +9,16 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from nailseg_common import models
+from nailseg_common import models, training
 from nailseg_common.losses import symmetric_lovasz
 from nailseg_common.models import LitNailSegmentation, create_model, segmentation_loss
 from nailseg_common.profiles import PROFILES
-from nailseg_common.training import DataWaitTimer, make_trainer, read_metrics
+from nailseg_common.training import (
+    TrainingSpeed,
+    bound_images_per_second,
+    make_trainer,
+    read_metrics,
+)
 
 SIZE = 64
 ENCODER = "mobilenet_v2"  # the smallest smp encoder that needs no download; fast on CPU
@@ -122,16 +127,41 @@ def test_gpu_augmentation_runs_on_training_batches_only():
     assert len(recorder.calls) == 2 and torch.equal(out["image"], torch.ones(1, 3, 4, 4))
 
 
-def test_data_wait_timer_records_every_step():
+def test_training_speed_times_each_epoch_without_validation(monkeypatch):
+    clock = {"now": 0.0}  # a fake clock: a training step takes 1 s (5 s in the first epoch), a validation 100 s
+    monkeypatch.setattr(training, "synchronized_now", lambda device: clock["now"])
+
+    class Timed(LitNailSegmentation):
+        def training_step(self, batch, batch_idx):
+            clock["now"] += 5.0 if self.current_epoch == 0 else 1.0
+            return super().training_step(batch, batch_idx)
+
+        def validation_step(self, batch, batch_idx):
+            clock["now"] += 100.0
+            return super().validation_step(batch, batch_idx)
+
     train, valid = loaders()
-    timer = DataWaitTimer()
-    trainer = make_trainer(PROFILE, "timer", enable_progress_bar=False, enable_checkpointing=False,
-                           callbacks=[timer])
-    trainer.fit(LitNailSegmentation(ENCODER), train, valid)
-    frame = timer.frame()
-    assert len(frame) == 2 and (frame[["wait_s", "step_s"]] > 0).all().all()
-    summary = timer.summary()
-    assert summary["steps"] == 1 and 0 < summary["wait_share"] < 1
+    speed = TrainingSpeed()
+    profile = dataclasses.replace(PROFILE, max_steps=6)  # 3 epochs of 2 batches of 4
+    trainer = make_trainer(profile, "speed", enable_progress_bar=False, enable_checkpointing=False,
+                           callbacks=[speed])
+    trainer.fit(Timed(ENCODER), train, valid)
+    assert clock["now"] == 10 + 4 + 3 * 100  # validation ran after every epoch
+    assert speed.epochs == [{"images": 8, "seconds": 10.0, "img_s": 0.8},
+                            {"images": 8, "seconds": 2.0, "img_s": 4.0},
+                            {"images": 8, "seconds": 2.0, "img_s": 4.0}]
+    assert speed.images_per_second() == 4.0  # the first epoch excluded
+
+
+def test_training_speed_without_epochs_says_how_to_use_it():
+    with pytest.raises(ValueError, match="callbacks"):
+        TrainingSpeed().images_per_second()
+
+
+def test_bound_images_per_second_is_positive():
+    batches = [next(iter(loaders()[0]))]
+    bound = bound_images_per_second(PROFILE, lambda: LitNailSegmentation(ENCODER), batches, steps=3)
+    assert math.isfinite(bound) and bound > 0
 
 
 def test_training_loss_is_lovasz_plus_cross_entropy_plus_soft_dice():
