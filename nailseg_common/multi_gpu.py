@@ -7,8 +7,6 @@ import argparse
 import collections
 import json
 import os
-import statistics
-import time
 import warnings
 from pathlib import Path
 
@@ -25,7 +23,7 @@ from nailseg_common.paths import DataLocation
 from nailseg_common.preparation import ensure_prepared, read_split
 from nailseg_common.profiles import Profile
 from nailseg_common.train_arguments import parse_args, run_record
-from nailseg_common.training import make_trainer
+from nailseg_common.training import TrainingSpeed, make_trainer
 
 
 def local_rank() -> int:
@@ -73,37 +71,6 @@ def check_epoch_coverage(names_by_rank: dict[int, list[str]], all_names: list[st
             "seen": len(known & set(counts)), "duplicates": duplicates, "missing": missing,
             "expected_missing": expected, "unknown": unknown,
             "ok": not duplicates and not unknown and missing == expected}
-
-
-class TrainingThroughput(Callback):
-    """Training images/s of every complete epoch, validation excluded, and ``fit_s``: the
-    seconds from ``fit``'s set-up (every process started) to its end."""
-
-    def __init__(self) -> None:
-        self.epochs: list[dict] = []
-        self.fit_s: float | None = None
-
-    def setup(self, trainer, pl_module, stage: str) -> None:
-        self._fit_start = time.perf_counter()
-
-    def on_train_epoch_start(self, trainer, pl_module) -> None:
-        self._epoch_start = synchronized_now(pl_module.device)
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if batch_idx == trainer.num_training_batches - 1:
-            seconds = synchronized_now(pl_module.device) - self._epoch_start
-            images = trainer.num_training_batches * len(batch["image"]) * trainer.world_size
-            self.epochs.append({"epoch": trainer.current_epoch, "seconds": seconds,
-                                "images": images, "img_s": images / seconds})
-
-    def on_fit_end(self, trainer, pl_module) -> None:
-        self.fit_s = time.perf_counter() - self._fit_start
-
-    @property
-    def img_s(self) -> float | None:
-        """The median over the epochs after the first (None with fewer than two)."""
-        later = [epoch["img_s"] for epoch in self.epochs[1:]]
-        return statistics.median(later) if later else None
 
 
 class SampleLedger(Callback):
@@ -215,12 +182,12 @@ def train(args: argparse.Namespace, profile: Profile, location: DataLocation) ->
                                  max_steps=profile.max_steps, warmup_steps=profile.warmup_steps,
                                  compile_model=profile.compile_model,
                                  fused_optimizer=profile.accelerator == "gpu")
-    clock, throughput = AccuracyClock(args.target_iou), TrainingThroughput()
+    clock, speed = AccuracyClock(args.target_iou), TrainingSpeed()
     train_names = [Path(path).stem for path in split_files(location, "train")[0]]
-    ledger = SampleLedger(train_names) if args.record_samples else None
-    step_profile = StepProfile(args.profile_epoch) if args.profile_epoch is not None else None
+    ledger, step_profile = (SampleLedger(train_names) if args.record_samples else None,
+                            None if args.profile_epoch is None else StepProfile(args.profile_epoch))
     trainer = run_trainer(args, profile, check_val_every_n_epoch=profile.val_every_n_epochs,
-                          callbacks=[c for c in (clock, throughput, ledger, step_profile) if c])
+                          callbacks=[c for c in (clock, speed, ledger, step_profile) if c])
     if local_rank() == 0:
         warn_if_padded(len(train_names), args.devices, profile.batch_size)
     valid_sizes = sorted(set(shard_sizes(len(read_split(location, "valid")), args.devices)))
@@ -235,12 +202,13 @@ def train(args: argparse.Namespace, profile: Profile, location: DataLocation) ->
     reached = clock.reached
     result = {
         **run_record(args, profile, trainer.world_size), "compile_s": compile_s,
-        "fit_s": throughput.fit_s, "reached": reached is not None,
+        "fit_s": clock.fit_s, "reached": reached is not None,
         "seconds_to_target": reached["seconds"] if reached else None,
         "steps_to_target": reached["step"] if reached else None,
         "best_iou": max((row["val_iou"] for row in clock.history), default=None),
         "steps": trainer.global_step, "history": clock.history,
-        "train_img_s": throughput.img_s, "epochs": throughput.epochs,
+        "train_img_s": speed.images_per_second() if len(speed.epochs) > 1 else None,
+        "epochs": speed.epochs,
         "coverage": ledger.coverage if ledger else None,
         "step_profile": step_profile.summary if step_profile else None,
         "checkpoint": str(checkpoint)}

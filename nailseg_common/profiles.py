@@ -66,7 +66,7 @@ PROFILES: dict[str, Profile] = {
         max_steps=480, encoder="resnet18", num_workers=2, precision="32-true", lr=2e-3,
         bench_repeats=3, bench_steps=5,
         compile_model=False, fast_batch_size=16, fast_lr=3e-3, warmup_steps=10,
-        fast_max_steps=100, val_every_n_epochs=1, ddp_devices=2, ddp_batch_size=8,
+        fast_max_steps=30, val_every_n_epochs=1, ddp_devices=2, ddp_batch_size=8,
         ddp_max_steps=80, ddp_profile_epoch=1,
     ),
     "gpu": Profile(

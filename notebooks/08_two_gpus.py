@@ -232,13 +232,12 @@ def check_epoch_coverage(names_by_rank: dict[int, list[str]], all_names: list[st
 
 
 # %% [markdown]
-# ### Two callbacks: images per second, and the sample ledger
+# ### Images per second, and the sample ledger
 #
-# `TrainingThroughput` times the training part of every epoch: from the epoch's start to
-# the end of its last batch, after which Lightning runs validation. It reads the course's
-# clock, `synchronized_now` (on a GPU it waits for the queued work first). Images are
-# batches × the per-device batch × the number of ranks. The first epoch (DALI filling its
-# queues, cuDNN's first calls) is left out of the median.
+# Notebook 02's `TrainingSpeed` times the training part of every epoch, validation
+# excluded, with the course's clock; it counts the images of every rank (a rank's batches ×
+# the number of ranks), and its median leaves out the first epoch (DALI filling its queues,
+# cuDNN's first calls).
 #
 # `SampleLedger` keeps the `sample_id` of every training batch (notebook 04's DALI graph
 # adds each sample's file path, notebook 07's module keeps it in the batch). It holds the
@@ -250,50 +249,15 @@ def check_epoch_coverage(names_by_rank: dict[int, list[str]], all_names: list[st
 # %%
 #| export multi_gpu
 import json
-import statistics
-import time
 from pathlib import Path
 
 import torch
 from pytorch_lightning.callbacks import Callback
 
 from nailseg_common.atomic import write_json
-from nailseg_common.clock import synchronized_now
 from nailseg_common.dali_pipelines import sample_names
 
 
-class TrainingThroughput(Callback):
-    """Training images/s of every complete epoch, validation excluded, and ``fit_s``: the
-    seconds from ``fit``'s set-up (every process started) to its end."""
-
-    def __init__(self) -> None:
-        self.epochs: list[dict] = []
-        self.fit_s: float | None = None
-
-    def setup(self, trainer, pl_module, stage: str) -> None:
-        self._fit_start = time.perf_counter()
-
-    def on_train_epoch_start(self, trainer, pl_module) -> None:
-        self._epoch_start = synchronized_now(pl_module.device)
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if batch_idx == trainer.num_training_batches - 1:
-            seconds = synchronized_now(pl_module.device) - self._epoch_start
-            images = trainer.num_training_batches * len(batch["image"]) * trainer.world_size
-            self.epochs.append({"epoch": trainer.current_epoch, "seconds": seconds,
-                                "images": images, "img_s": images / seconds})
-
-    def on_fit_end(self, trainer, pl_module) -> None:
-        self.fit_s = time.perf_counter() - self._fit_start
-
-    @property
-    def img_s(self) -> float | None:
-        """The median over the epochs after the first (None with fewer than two)."""
-        later = [epoch["img_s"] for epoch in self.epochs[1:]]
-        return statistics.median(later) if later else None
-
-# %%
-#| export multi_gpu
 class SampleLedger(Callback):
     """The training sample names of every complete epoch, per rank; at the end of ``fit``
     rank 0 checks each epoch with :func:`check_epoch_coverage` (``coverage``)."""
@@ -351,13 +315,15 @@ class SampleLedger(Callback):
 #
 # A GPU runs kernels of several streams at once, so the three are measured as the union of
 # the kernels' time intervals, not as sums of kernel times. What the profiled steps do not
-# hold is the boundary between epochs: `TrainingThroughput` times whole epochs, and the
+# hold is the boundary between epochs: `TrainingSpeed` times whole epochs, and the
 # difference per step is the cost of that boundary (DALI's epoch change, Lightning's epoch
 # hooks, the callbacks' synchronisations).
 
 # %%
 #| export multi_gpu
 from torch.profiler import ProfilerActivity, profile
+
+from nailseg_common.clock import synchronized_now
 
 
 def covered_ms(intervals: list[tuple[float, float]]) -> float:
@@ -444,7 +410,7 @@ from nailseg_common.paths import DataLocation
 from nailseg_common.preparation import ensure_prepared, read_split
 from nailseg_common.profiles import Profile
 from nailseg_common.train_arguments import parse_args, run_record
-from nailseg_common.training import make_trainer
+from nailseg_common.training import TrainingSpeed, make_trainer
 
 
 def run_trainer(args: argparse.Namespace, profile: Profile, **options) -> pl.Trainer:
@@ -464,12 +430,12 @@ def train(args: argparse.Namespace, profile: Profile, location: DataLocation) ->
                                  max_steps=profile.max_steps, warmup_steps=profile.warmup_steps,
                                  compile_model=profile.compile_model,
                                  fused_optimizer=profile.accelerator == "gpu")
-    clock, throughput = AccuracyClock(args.target_iou), TrainingThroughput()
+    clock, speed = AccuracyClock(args.target_iou), TrainingSpeed()
     train_names = [Path(path).stem for path in split_files(location, "train")[0]]
-    ledger = SampleLedger(train_names) if args.record_samples else None
-    step_profile = StepProfile(args.profile_epoch) if args.profile_epoch is not None else None
+    ledger, step_profile = (SampleLedger(train_names) if args.record_samples else None,
+                            None if args.profile_epoch is None else StepProfile(args.profile_epoch))
     trainer = run_trainer(args, profile, check_val_every_n_epoch=profile.val_every_n_epochs,
-                          callbacks=[c for c in (clock, throughput, ledger, step_profile) if c])
+                          callbacks=[c for c in (clock, speed, ledger, step_profile) if c])
     if local_rank() == 0:
         warn_if_padded(len(train_names), args.devices, profile.batch_size)
     valid_sizes = sorted(set(shard_sizes(len(read_split(location, "valid")), args.devices)))
@@ -484,12 +450,13 @@ def train(args: argparse.Namespace, profile: Profile, location: DataLocation) ->
     reached = clock.reached
     result = {
         **run_record(args, profile, trainer.world_size), "compile_s": compile_s,
-        "fit_s": throughput.fit_s, "reached": reached is not None,
+        "fit_s": clock.fit_s, "reached": reached is not None,
         "seconds_to_target": reached["seconds"] if reached else None,
         "steps_to_target": reached["step"] if reached else None,
         "best_iou": max((row["val_iou"] for row in clock.history), default=None),
         "steps": trainer.global_step, "history": clock.history,
-        "train_img_s": throughput.img_s, "epochs": throughput.epochs,
+        "train_img_s": speed.images_per_second() if len(speed.epochs) > 1 else None,
+        "epochs": speed.epochs,
         "coverage": ledger.coverage if ledger else None,
         "step_profile": step_profile.summary if step_profile else None,
         "checkpoint": str(checkpoint)}

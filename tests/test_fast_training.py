@@ -76,6 +76,7 @@ def test_accuracy_clock_stops_at_the_first_validation_that_reaches_the_target(
                            enable_progress_bar=False, callbacks=[clock])
     trainer.fit(smoke_model(profile.max_steps), train_dataloaders=loader, val_dataloaders=loader)
     assert trainer.global_step == steps and len(clock.history) == validations
+    assert clock.fit_s >= clock.history[-1]["seconds"] > 0
     assert [row["step"] for row in clock.history] == [2, 4, 6][:validations]
     if target <= 0:
         assert clock.reached == clock.history[0]

@@ -10,7 +10,6 @@ from nailseg_common import dali_pipelines as dp
 from nailseg_common import train_arguments
 from nailseg_common.multi_gpu import (
     StepProfile,
-    TrainingThroughput,
     check_epoch_coverage,
     covered_ms,
     expected_missing,
@@ -103,14 +102,6 @@ def test_cpu_dali_shards_agree_with_the_check(tmp_path, samples, world_size, bat
     ok = [check_epoch_coverage(epoch(), names, world_size, batch_size)["ok"] for _ in range(3)]
     padded = pads_into_next_epoch(samples, world_size, batch_size)
     assert ok == ([True, False, False] if padded else [True, True, True])
-
-
-def test_throughput_is_the_median_after_the_first_epoch():
-    clock = TrainingThroughput()
-    clock.epochs = [{"img_s": rate} for rate in (10.0, 100.0, 90.0, 300.0)]
-    assert clock.img_s == 100.0
-    clock.epochs = clock.epochs[:1]
-    assert clock.img_s is None
 
 
 def test_covered_time_counts_overlapping_kernels_once():
