@@ -59,7 +59,8 @@ def runs_table(record: dict) -> pd.DataFrame:
 def show_speed(record: dict) -> None:
     """Images/s and time to accuracy of both runs, against the speed-up target."""
     runs = record["runs"]
-    display(runs_table(record).round(3))
+    display(runs_table(record).round({"train img/s": 1, "compile s": 1, "fit s": 1,
+                                      "s to target": 1, "best IoU": 3}))
     _, (bars, curves) = plt.subplots(1, 2, figsize=(11, 3.8))
     plot_devices_speed({name: run["train_img_s"] for name, run in runs.items()},
                        record["speedup_target"], ax=bars)
@@ -151,4 +152,4 @@ def recipes_table(path: Path) -> pd.DataFrame | None:
         "peak lr": run["lr"], "max steps": run["max_steps"], "reached": run["reached"],
         "s to target": run["seconds_to_target"], "best IoU": run["best_iou"],
         "train img/s": run["train_img_s"]} for name, run in recipes["runs"].items()},
-        orient="index").round(3)
+        orient="index").round({"s to target": 1, "best IoU": 3, "train img/s": 1})

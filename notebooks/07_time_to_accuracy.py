@@ -264,11 +264,12 @@ if peak_measured:
 #
 # Each row below is a bound: the whole training step (`Trainer.fit` of the model, forward,
 # loss, backward, optimizer) on batches already on the device, timed with notebook 05's
-# `measure_training` (a warm-up window, then `windows` synchronised windows: median and
-# range). Each row adds one change to the row above. The resident batches come from DALI
-# where it runs, else from notebook 03's uint8 cache (`training_datamodule`). The compiled
-# model is built and compiled once, by `warm_up` (below), and `reuse` hands that same model
-# to every later measurement, so that no measurement compiles again.
+# `measure_training` (a short warm-up, then `windows` synchronised windows: median and
+# range; the warm-up lets cuDNN pick its kernels). Each row adds one change to the row
+# above. The resident batches come from DALI where it runs, else from notebook 03's uint8
+# cache (`training_datamodule`). The compiled model is built and compiled once, by
+# `warm_up` (below), and `reuse` hands that same model to every later measurement, so that
+# no measurement compiles again.
 
 # %%
 #| export fast_training
@@ -299,11 +300,10 @@ def reuse(model: FastNailSegmentation):
 
 
 # %%
-def step_rate(profile, batches, make_model, warmup=None) -> dict:
+def step_rate(profile, batches, make_model) -> dict:
     """The bound of ``make_model()`` on resident ``batches`` at ``profile``'s batch."""
-    steps = profile.bench_steps
-    return measure_training(batches, profile, steps if warmup is None else warmup, steps,
-                            windows, make_model=make_model)
+    steps = profile.bench_steps  # a third of a window to warm up, then the windows
+    return measure_training(batches, profile, steps // 3, steps, windows, make_model=make_model)
 
 
 resident = {p.batch_size: resident_batches(train_loader_of(training_datamodule(data, p)), p.device)
@@ -442,7 +442,7 @@ initial = {key: value.clone() for key, value in model.state_dict().items()}
 print(f"compilation and autotuning: {compile_s:.1f} s, apart from every measurement"
       + ("" if cfg.compile_model else " (compile_model is off: autotuning only)"))
 name = "+ torch.compile (the U-Net)" + ("" if cfg.compile_model else ", off here")
-rates[name] = (fast, step_rate(fast, resident[fast.batch_size], reuse(model), warmup=fast.bench_steps // 3))
+rates[name] = (fast, step_rate(fast, resident[fast.batch_size], reuse(model)))
 steps = pd.DataFrame({name: {"batch": p.batch_size, "img/s": r["img_s"], "min": r["img_s_min"],
                              "max": r["img_s_max"], "windows": len(r["repeats"])}
                       for name, (p, r) in rates.items()}).T

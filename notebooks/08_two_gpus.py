@@ -667,9 +667,10 @@ recipes_table(REPO_ROOT / recipes)
 # causes, neither measured here: NCCL's kernels take SMs and memory bandwidth from the
 # convolutions they overlap, and DDP adds kernels of its own (copying the gradients into its
 # buckets and back, dividing them by the number of GPUs). Profiling one GPU with the
-# all-reduce switched off (`no_sync`) would tell them apart. The recipes table is why (b)
-# trains `many_epochs` times the epochs of (a) with the learning rate × √N: a recipe that
-# trains two GPUs for the epochs of one ends short of the target.
+# all-reduce switched off (`no_sync`) would tell them apart. The recipes table holds the
+# two-GPU recipes tried on that machine before the committed run: the first, the learning
+# rate × √N for `many_epochs` times the epochs of one GPU, is what (b) runs; the one with
+# the shortest schedule stopped short of the target.
 #
 # ## Summary
 #
