@@ -268,8 +268,7 @@ class SampleLedger(Callback):
             raise ValueError(f"{len(repeated)} training file names occur in several type "
                              f"folders (e.g. {repeated[0]}): the ledger tells samples apart "
                              "by file name; give every image a name of its own.")
-        self.all_names = all_names
-        self.epochs: dict[int, list[str]] = {}
+        self.all_names, self.epochs = all_names, {}
         self.coverage: list[dict] | None = None
 
     def on_train_epoch_start(self, trainer, pl_module) -> None:
@@ -454,9 +453,8 @@ def train(args: argparse.Namespace, profile: Profile, location: DataLocation) ->
         "seconds_to_target": reached["seconds"] if reached else None,
         "steps_to_target": reached["step"] if reached else None,
         "best_iou": max((row["val_iou"] for row in clock.history), default=None),
-        "steps": trainer.global_step, "history": clock.history,
+        "steps": trainer.global_step, "history": clock.history, "epochs": speed.epochs,
         "train_img_s": speed.images_per_second() if len(speed.epochs) > 1 else None,
-        "epochs": speed.epochs,
         "coverage": ledger.coverage if ledger else None,
         "step_profile": step_profile.summary if step_profile else None,
         "checkpoint": str(checkpoint)}
