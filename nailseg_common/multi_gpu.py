@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import warnings
@@ -136,9 +137,9 @@ class StepProfile(Callback):
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         if trainer.is_global_zero and trainer.current_epoch == self.epoch and batch_idx == 1:
             self._steps = min(self.steps, trainer.num_training_batches - 1)
-            self._cuda = pl_module.device.type == "cuda"
-            self._profiler = profile(activities=[ProfilerActivity.CPU]
-                                     + ([ProfilerActivity.CUDA] if self._cuda else []))
+            self._cuda = pl_module.device.type == "cuda"  # kernels to record on a GPU only
+            self._profiler = (profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+                              if self._cuda else contextlib.nullcontext())
             self._start = synchronized_now(pl_module.device)  # the previous steps are done
             self._profiler.__enter__()
 
@@ -148,7 +149,8 @@ class StepProfile(Callback):
         wall_ms = 1e3 * (synchronized_now(pl_module.device) - self._start) / self._steps
         self._profiler.__exit__(None, None, None)
         kernels = [(event.name, event.time_range.start, event.time_range.end)
-                   for event in self._profiler.events() if event.device_type.name == "CUDA"]
+                   for event in self._profiler.events() if event.device_type.name == "CUDA"
+                   ] if self._cuda else []
         self._profiler = None
         self.summary = {"epoch": self.epoch, "steps": self._steps, "wall_ms": wall_ms,
                         "compute_ms": None, "all_reduce_not_hidden_ms": None, "idle_ms": None}

@@ -312,6 +312,8 @@ class SampleLedger(Callback):
 # - **idle**: no kernel runs at all, the GPU waits for the host (Python, Lightning, DDP's
 #   hooks, the next batch).
 #
+# Without a GPU there are no kernels to record, and the profiler's own cost on the CPU would
+# be most of the step: `StepProfile` then times the wall clock alone.
 # A GPU runs kernels of several streams at once, so the three are measured as the union of
 # the kernels' time intervals, not as sums of kernel times. What the profiled steps do not
 # hold is the boundary between epochs: `TrainingSpeed` times whole epochs, and the
@@ -320,6 +322,8 @@ class SampleLedger(Callback):
 
 # %%
 #| export multi_gpu
+import contextlib
+
 from torch.profiler import ProfilerActivity, profile
 
 from nailseg_common.clock import synchronized_now
@@ -349,9 +353,9 @@ class StepProfile(Callback):
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         if trainer.is_global_zero and trainer.current_epoch == self.epoch and batch_idx == 1:
             self._steps = min(self.steps, trainer.num_training_batches - 1)
-            self._cuda = pl_module.device.type == "cuda"
-            self._profiler = profile(activities=[ProfilerActivity.CPU]
-                                     + ([ProfilerActivity.CUDA] if self._cuda else []))
+            self._cuda = pl_module.device.type == "cuda"  # kernels to record on a GPU only
+            self._profiler = (profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+                              if self._cuda else contextlib.nullcontext())
             self._start = synchronized_now(pl_module.device)  # the previous steps are done
             self._profiler.__enter__()
 
@@ -361,7 +365,8 @@ class StepProfile(Callback):
         wall_ms = 1e3 * (synchronized_now(pl_module.device) - self._start) / self._steps
         self._profiler.__exit__(None, None, None)
         kernels = [(event.name, event.time_range.start, event.time_range.end)
-                   for event in self._profiler.events() if event.device_type.name == "CUDA"]
+                   for event in self._profiler.events() if event.device_type.name == "CUDA"
+                   ] if self._cuda else []
         self._profiler = None
         self.summary = {"epoch": self.epoch, "steps": self._steps, "wall_ms": wall_ms,
                         "compute_ms": None, "all_reduce_not_hidden_ms": None, "idle_ms": None}
