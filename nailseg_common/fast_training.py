@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import time
 
+import pandas as pd
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import Callback
+from torch.profiler import ProfilerActivity
 from torch.utils.flop_counter import FlopCounterMode
 
-from nailseg_common.models import LitNailSegmentation
+from nailseg_common.clock import synchronized_now
+from nailseg_common.models import LitNailSegmentation, segmentation_loss
+from nailseg_common.paths import DataLocation
 from nailseg_common.profiles import Profile
 from nailseg_common.training import make_trainer
 
@@ -73,12 +78,10 @@ def matmul_peak_tflops(device: torch.device, size: int = 8192, repeats: int = 10
     b = torch.randn(size, size, device=device, dtype=torch.bfloat16)
     for _ in range(3):
         a @ b
-    torch.cuda.synchronize(device)
-    start = time.perf_counter()
+    start = synchronized_now(device)
     for _ in range(repeats):
         a @ b
-    torch.cuda.synchronize(device)
-    return 2 * size**3 * repeats / (time.perf_counter() - start) / 1e12
+    return 2 * size**3 * repeats / (synchronized_now(device) - start) / 1e12
 
 
 def datasheet_tflops(device: torch.device) -> float | None:
@@ -89,25 +92,24 @@ def datasheet_tflops(device: torch.device) -> float | None:
     return next((value for key, value in DATASHEET_BF16_TFLOPS.items() if key in name), None)
 
 
-class AccuracyClock(Callback):
-    """Seconds from the start of ``fit`` to every validation; stops at ``val_iou ≥ target``."""
+def training_datamodule(location: DataLocation, profile: Profile) -> pl.LightningDataModule:
+    """Notebook 04's DALI data module when DALI runs here, else notebook 03's cache."""
+    from nailseg_common.dali_pipelines import DALINailDataModule, dali_available
 
-    def __init__(self, target_iou: float):
-        self.target_iou = target_iou
-        self.history: list[dict] = []
-        self.reached: dict | None = None
+    if dali_available():
+        return DALINailDataModule(location, profile)
+    from nailseg_common.cache import CachedNailDataModule
 
-    def setup(self, trainer, pl_module, stage: str) -> None:
-        self._start = time.perf_counter()
+    return CachedNailDataModule(location, profile)
 
-    def on_validation_end(self, trainer, pl_module) -> None:
-        metrics = trainer.callback_metrics
-        row = {"seconds": time.perf_counter() - self._start, "step": trainer.global_step,
-               "val_iou": float(metrics["val_iou"]), "val_dice": float(metrics["val_dice"])}
-        self.history.append(row)
-        if self.reached is None and row["val_iou"] >= self.target_iou:
-            self.reached = row
-            trainer.should_stop = True
+
+def reuse(model: FastNailSegmentation):
+    """A ``make_model`` for ``measure_training`` that returns ``model`` (compiled once), with
+    the pipeline's ``gpu_augmentation``; its other arguments are ignored."""
+    def make_model(gpu_augmentation: torch.nn.Module | None = None, **ignored):
+        model.gpu_augmentation = gpu_augmentation
+        return model
+    return make_model
 
 
 def autocast_to(profile: Profile):
@@ -116,6 +118,11 @@ def autocast_to(profile: Profile):
     if dtype is None:
         return contextlib.nullcontext()
     return torch.autocast(profile.device.type, dtype=dtype)
+
+
+def loss_of(model: FastNailSegmentation, image: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
+    """The module's training loss on a batch, outside Lightning."""
+    return segmentation_loss(model(image), label, model.hparams.bce_weight, model.hparams.dice_weight)
 
 
 def validation_batch_sizes(samples: int, batch_size: int) -> list[int]:
@@ -132,42 +139,106 @@ def warm_up(model: FastNailSegmentation, profile: Profile, valid_samples: int) -
     model.on_fit_start()  # channels_last, as in fit
     image = torch.rand(batch, 3, size, size, device=device)
     label = (torch.rand(batch, 1, size, size, device=device) > 0.5).float()
-    start = time.perf_counter()
+    start = synchronized_now(device)
     model.train()
     with autocast_to(profile):
-        loss = model._loss(model(image), label)
+        loss = loss_of(model, image, label)
     loss.backward()
     model.eval()
     with torch.inference_mode(), autocast_to(profile):
         for n in validation_batch_sizes(valid_samples, batch):
-            model._loss(model(image[:n]), label[:n])
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    seconds = time.perf_counter() - start
+            loss_of(model, image[:n], label[:n])
+    seconds = synchronized_now(device) - start
     model.zero_grad(set_to_none=True)
     model.load_state_dict(state)
     model.train()
     return seconds
 
 
+class AccuracyClock(Callback):
+    """Seconds from the start of ``fit`` to every validation; stops at ``val_iou ≥ target``.
+    ``fit_s``: the seconds of the whole ``fit``, once it has ended."""
+
+    def __init__(self, target_iou: float):
+        self.target_iou = target_iou
+        self.history: list[dict] = []
+        self.reached: dict | None = None
+        self.fit_s: float | None = None
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        self._start = time.perf_counter()
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        metrics = trainer.callback_metrics
+        row = {"seconds": time.perf_counter() - self._start, "step": trainer.global_step,
+               "val_iou": float(metrics["val_iou"]), "val_dice": float(metrics["val_dice"])}
+        self.history.append(row)
+        if self.reached is None and row["val_iou"] >= self.target_iou:
+            self.reached = row
+            trainer.should_stop = True
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        self.fit_s = time.perf_counter() - self._start
+
+
 def time_to_accuracy(model: FastNailSegmentation, datamodule: pl.LightningDataModule,
-                     profile: Profile, run_name: str, target_iou: float, valid_samples: int,
-                     val_every_n_epochs: int = 1, **trainer_options) -> dict:
-    """Warm ``model`` up, then fit it until validation reaches ``target_iou`` (or
+                     profile: Profile, target_iou: float, val_every_n_epochs: int = 1) -> dict:
+    """Fit ``model`` (warmed up before) until validation reaches ``target_iou`` (or
     ``profile.max_steps``). Seconds are wall time from the start of ``fit``."""
     clock = AccuracyClock(target_iou)
-    trainer = make_trainer(profile, run_name, check_val_every_n_epoch=val_every_n_epochs,
-                           enable_checkpointing=False, enable_progress_bar=False,
-                           callbacks=[clock, *trainer_options.pop("callbacks", [])],
-                           **trainer_options)
-    compile_s = warm_up(model, profile, valid_samples)
-    start = time.perf_counter()
+    trainer = make_trainer(profile, "time_to_accuracy", check_val_every_n_epoch=val_every_n_epochs,
+                           enable_checkpointing=False, enable_progress_bar=False, callbacks=[clock])
     trainer.fit(model, datamodule=datamodule)
     reached = clock.reached
-    return {"run": run_name, "batch_size": profile.batch_size, "max_steps": profile.max_steps,
-            "compile_s": compile_s, "fit_s": time.perf_counter() - start,
+    return {"max_steps": profile.max_steps, "fit_s": clock.fit_s,
             "reached": reached is not None,
             "seconds_to_target": reached["seconds"] if reached else None,
             "steps_to_target": reached["step"] if reached else None,
             "best_iou": max((row["val_iou"] for row in clock.history), default=float("nan")),
             "steps": trainer.global_step, "history": clock.history}
+
+
+KERNEL_GROUPS = [  # first match wins; names of CUDA kernels and of CPU operators
+    ("generated fused kernels (torch.compile)", r"triton"),
+    ("sort (Lovász hinge)", r"sort|radix"),
+    ("optimizer", r"adam|multi_tensor"),
+    ("convolutions and matrix products", r"conv|gemm|xmma|cutlass|wgmma|cudnn|mm|sm90"),
+]
+
+
+def kernel_group(name: str) -> str:
+    return next((group for group, pattern in KERNEL_GROUPS if re.search(pattern, name, re.IGNORECASE)),
+                "other elementwise, normalisation and copies")
+
+
+def profile_step(model: FastNailSegmentation, profile: Profile, batch: dict, steps: int) -> pd.DataFrame:
+    """Device (or CPU) time per kernel group over ``steps`` training steps, in ms per step."""
+    model.gpu_augmentation = None  # the bound's step: batches as they are
+    model.to(profile.device).train()
+    model.on_fit_start()  # channels_last, as in fit
+    optimizer = model.configure_optimizers()["optimizer"]
+    batch = model.on_after_batch_transfer(dict(batch), 0)
+    on_gpu = profile.device.type == "cuda"
+
+    def step():
+        with autocast_to(profile):
+            loss = loss_of(model, batch["image"], batch["label"])
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    step()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(steps):
+            step()
+        synchronized_now(profile.device)
+
+    def self_us(event) -> float:  # self time of kernels (GPU) or operators (CPU): none twice
+        if on_gpu:
+            return event.self_device_time_total if event.device_type.name == "CUDA" else 0.0
+        return event.self_cpu_time_total
+
+    frame = pd.DataFrame([{"group": kernel_group(e.key), "ms per step": self_us(e) / 1e3 / steps}
+                          for e in prof.key_averages() if self_us(e) > 0])
+    return frame.groupby("group")["ms per step"].sum().sort_values(ascending=False).to_frame()

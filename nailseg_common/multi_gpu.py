@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import argparse
 import collections
-import dataclasses
+import contextlib
 import json
 import os
-import platform
-import statistics
-import time
 import warnings
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytorch_lightning as pl
@@ -21,19 +17,14 @@ from pytorch_lightning.callbacks import Callback
 from torch.profiler import ProfilerActivity, profile
 
 from nailseg_common.atomic import write_json
-from nailseg_common.dali_pipelines import (
-    DALINailDataModule,
-    dali_available,
-    dali_status,
-    sample_names,
-    split_files,
-)
-from nailseg_common.environment import device_description, library_versions
+from nailseg_common.clock import synchronized_now
+from nailseg_common.dali_pipelines import DALINailDataModule, sample_names, split_files
 from nailseg_common.fast_training import AccuracyClock, FastNailSegmentation, warm_up
 from nailseg_common.paths import DataLocation
 from nailseg_common.preparation import ensure_prepared, read_split
-from nailseg_common.profiles import Profile, select_profile
-from nailseg_common.training import make_trainer
+from nailseg_common.profiles import Profile
+from nailseg_common.train_arguments import parse_args, run_record
+from nailseg_common.training import TrainingSpeed, make_trainer
 
 
 def local_rank() -> int:
@@ -59,6 +50,14 @@ def pads_into_next_epoch(samples: int, world_size: int, batch_size: int) -> bool
     return samples % world_size != 0 and samples // world_size % batch_size == 0
 
 
+def warn_if_padded(samples: int, world_size: int, batch_size: int) -> None:
+    if pads_into_next_epoch(samples, world_size, batch_size):
+        warnings.warn(f"{samples} training images in shards of {shard_sizes(samples, world_size)} "
+                      f"with batch {batch_size}: DALI serves a batch of padding in the next "
+                      "epoch, so later epochs repeat some images and skip others. Use a training "
+                      "set that divides evenly between the devices, or another batch.", stacklevel=2)
+
+
 def check_epoch_coverage(names_by_rank: dict[int, list[str]], all_names: list[str],
                          world_size: int, batch_size: int) -> dict:
     """Did one epoch on ``world_size`` ranks see every name of ``all_names`` (unique) once,
@@ -75,43 +74,6 @@ def check_epoch_coverage(names_by_rank: dict[int, list[str]], all_names: list[st
             "ok": not duplicates and not unknown and missing == expected}
 
 
-class TrainingThroughput(Callback):
-    """Training images/s of every complete epoch, validation excluded, and ``fit_s``: the
-    seconds from ``fit``'s set-up (every process started) to its end."""
-
-    def __init__(self) -> None:
-        self.epochs: list[dict] = []
-        self.fit_s: float | None = None
-
-    @staticmethod
-    def _now(pl_module) -> float:
-        if pl_module.device.type == "cuda":
-            torch.cuda.synchronize(pl_module.device)
-        return time.perf_counter()
-
-    def setup(self, trainer, pl_module, stage: str) -> None:
-        self._fit_start = time.perf_counter()
-
-    def on_train_epoch_start(self, trainer, pl_module) -> None:
-        self._epoch_start = self._now(pl_module)
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if batch_idx == trainer.num_training_batches - 1:
-            seconds = self._now(pl_module) - self._epoch_start
-            images = trainer.num_training_batches * len(batch["image"]) * trainer.world_size
-            self.epochs.append({"epoch": trainer.current_epoch, "seconds": seconds,
-                                "images": images, "img_s": images / seconds})
-
-    def on_fit_end(self, trainer, pl_module) -> None:
-        self.fit_s = time.perf_counter() - self._fit_start
-
-    @property
-    def img_s(self) -> float | None:
-        """The median over the epochs after the first (None with fewer than two)."""
-        later = [epoch["img_s"] for epoch in self.epochs[1:]]
-        return statistics.median(later) if later else None
-
-
 class SampleLedger(Callback):
     """The training sample names of every complete epoch, per rank; at the end of ``fit``
     rank 0 checks each epoch with :func:`check_epoch_coverage` (``coverage``)."""
@@ -122,8 +84,7 @@ class SampleLedger(Callback):
             raise ValueError(f"{len(repeated)} training file names occur in several type "
                              f"folders (e.g. {repeated[0]}): the ledger tells samples apart "
                              "by file name; give every image a name of its own.")
-        self.all_names = all_names
-        self.epochs: dict[int, list[str]] = {}
+        self.all_names, self.epochs = all_names, {}
         self.coverage: list[dict] | None = None
 
     def on_train_epoch_start(self, trainer, pl_module) -> None:
@@ -156,9 +117,9 @@ class SampleLedger(Callback):
 def covered_ms(intervals: list[tuple[float, float]]) -> float:
     """The time covered by the union of ``(start, end)`` intervals, given in µs, in ms."""
     total, reach = 0.0, float("-inf")
-    for start, end in sorted(intervals):
+    for begin, end in sorted(intervals):
         if end > reach:
-            total += end - max(start, reach)
+            total += end - max(begin, reach)
             reach = end
     return total / 1e3
 
@@ -176,20 +137,20 @@ class StepProfile(Callback):
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         if trainer.is_global_zero and trainer.current_epoch == self.epoch and batch_idx == 1:
             self._steps = min(self.steps, trainer.num_training_batches - 1)
-            self._cuda = pl_module.device.type == "cuda"
-            self._profiler = profile(activities=[ProfilerActivity.CPU]
-                                     + ([ProfilerActivity.CUDA] if self._cuda else []))
-            TrainingThroughput._now(pl_module)  # the previous steps' kernels are done
+            self._cuda = pl_module.device.type == "cuda"  # kernels to record on a GPU only
+            self._profiler = (profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+                              if self._cuda else contextlib.nullcontext())
+            self._start = synchronized_now(pl_module.device)  # the previous steps are done
             self._profiler.__enter__()
-            self._start = time.perf_counter()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if self._profiler is None or batch_idx != self._steps:
             return
-        wall_ms = 1e3 * (TrainingThroughput._now(pl_module) - self._start) / self._steps
+        wall_ms = 1e3 * (synchronized_now(pl_module.device) - self._start) / self._steps
         self._profiler.__exit__(None, None, None)
         kernels = [(event.name, event.time_range.start, event.time_range.end)
-                   for event in self._profiler.events() if event.device_type.name == "CUDA"]
+                   for event in self._profiler.events() if event.device_type.name == "CUDA"
+                   ] if self._cuda else []
         self._profiler = None
         self.summary = {"epoch": self.epoch, "steps": self._steps, "wall_ms": wall_ms,
                         "compute_ms": None, "all_reduce_not_hidden_ms": None, "idle_ms": None}
@@ -200,107 +161,10 @@ class StepProfile(Callback):
                              "all_reduce_not_hidden_ms": (busy - compute) / self._steps,
                              "idle_ms": wall_ms - busy / self._steps}
 
-
-PIPELINES = ("dali",)
-KORNIA_UNDER_DDP = (
-    "notebook 03's cached Kornia pipeline reads whole batches through a BatchSampler, which "
-    "Lightning's DDP replaces with a DistributedSampler of single images (every batch would "
-    "hold one image): use --pipeline dali, which gives every rank its own shard")
-
-
-def argument_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m nailseg_common.train",
-        description="Train the course's U-Net on one or more devices of one machine (Lightning "
-                    "DDP, a DALI shard per rank) until a target IoU, or validate a checkpoint.")
-    add = parser.add_argument
-    add("--profile", default="", help="smoke, cpu or gpu (default: $NAILSEG_PROFILE, else "
-        "from the hardware)")
-    add("--data-root", default="", help="a real dataset (default: the synthetic set)")
-    add("--num-images", type=int, help="size of the synthetic set")
-    add("--image-size", type=int, help="side of the square images the model sees")
-    add("--encoder", help="smp encoder name")
-    add("--precision", help='Lightning precision, e.g. "bf16-mixed"')
-    add("--pipeline", default="dali", help="the input pipeline: dali (the one that shards by rank)")
-    add("--devices", type=int, default=1, help="processes, one per device: GPUs, or CPU "
-        "processes talking through gloo")
-    add("--accelerator", choices=("cpu", "gpu"), help="default: the profile's")
-    add("--batch-size", type=int, help="per device: a step trains on devices × batch images")
-    add("--lr", type=float, help="peak learning rate, used as given for any number of devices")
-    add("--warmup-steps", type=int, default=0, help="linear warm-up steps before the cosine decay")
-    add("--max-steps", type=int, help="optimizer steps of the schedule and of the run")
-    add("--target-iou", type=float, default=0.85, help="stop at the first validation with "
-        "hard IoU at least this")
-    add("--val-every-n-epochs", type=int, default=1, help="validate every n epochs")
-    add("--compile", action=argparse.BooleanOptionalAction, help="torch.compile the U-Net; the "
-        "loss stays eager (default: on a GPU)")
-    add("--record-samples", action="store_true", help="record every training sample's file "
-        "and check that each epoch covers the training set once")
-    add("--profile-epoch", type=int, help="profile a few training steps of this epoch on rank 0 "
-        "(default: no profile)")
-    add("--validate", metavar="CKPT", help="validate this checkpoint instead of training")
-    add("--seed", type=int, default=42, help="model initialisation and augmentation")
-    add("--run-name", default="", help="logs and checkpoint go to runs/<profile>/<run name> "
-        "(default: ddp_<devices>)")
-    add("--out", default="", help="results as JSON, written by rank 0 (default: "
-        "<run folder>/result.json)")
-    return parser
-
-
-def run_profile(args: argparse.Namespace) -> Profile:
-    """The profile the arguments describe, with whole epochs (no cap on batches per epoch)."""
-    profile = select_profile(args.profile, num_images=args.num_images,
-                             image_size=args.image_size, encoder=args.encoder,
-                             precision=args.precision, accelerator=args.accelerator,
-                             batch_size=args.batch_size, lr=args.lr, max_steps=args.max_steps)
-    return dataclasses.replace(profile, max_train_batches=None, max_valid_batches=None)
-
-
-def argument_problem(args: argparse.Namespace, profile: Profile) -> str | None:
-    """What is wrong with the arguments, and how to fix it; None when nothing is."""
-    if args.pipeline == "kornia":
-        return f"--pipeline kornia: {KORNIA_UNDER_DDP}."
-    if args.pipeline not in PIPELINES:
-        return f"--pipeline {args.pipeline}: choose one of {', '.join(PIPELINES)}."
-    if not dali_available():
-        return dali_status()
-    if args.devices < 1:
-        return f"--devices {args.devices}: give 1 or more."
-    gpus = torch.cuda.device_count()
-    if profile.accelerator == "gpu" and args.devices > gpus:
-        return (f"--devices {args.devices} but this machine shows {gpus} GPU(s): use "
-                f"--devices {gpus} or fewer (check CUDA_VISIBLE_DEVICES), or --accelerator cpu.")
-    if args.validate and (args.record_samples or args.profile_epoch is not None):
-        return ("--record-samples and --profile-epoch look at training batches: drop them "
-                "with --validate.")
-    if args.validate and not Path(args.validate).is_file():
-        return (f"--validate {args.validate}: no such checkpoint; train first (without "
-                "--validate) and pass the checkpoint path its results name.")
-    return None
-
-
-def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Profile]:
-    """The arguments and the run's profile; a problem exits with a message naming the fix."""
-    parser = argument_parser()
-    args = parser.parse_args(argv)
-    try:
-        profile = run_profile(args)
-    except (ValueError, RuntimeError) as error:
-        parser.error(str(error))
-    problem = argument_problem(args, profile)
-    if problem:
-        parser.error(problem)
-    if args.compile is None:
-        args.compile = profile.accelerator == "gpu"
-    args.run_name = args.run_name or f"ddp_{args.devices}"
-    return args, profile
-
-
-def device_names(profile: Profile, world_size: int) -> list[str]:
-    """The name of every device of the run (one machine)."""
-    if profile.accelerator == "gpu":
-        return [torch.cuda.get_device_name(index) for index in range(world_size)]
-    return [device_description()] * world_size
+    def on_train_end(self, trainer, pl_module) -> None:
+        if self._profiler is not None:  # the run ended within the profiled steps: no summary
+            self._profiler.__exit__(None, None, None)
+            self._profiler = None
 
 
 def run_trainer(args: argparse.Namespace, profile: Profile, **options) -> pl.Trainer:
@@ -310,76 +174,64 @@ def run_trainer(args: argparse.Namespace, profile: Profile, **options) -> pl.Tra
                         enable_checkpointing=False, enable_progress_bar=False, **options)
 
 
-def run_record(args: argparse.Namespace, profile: Profile, trainer: pl.Trainer) -> dict:
-    """What every results file starts with: when, on what, with which settings."""
-    return {"date": datetime.now(UTC).isoformat(timespec="seconds"),
-            "devices": device_names(profile, trainer.world_size),
-            "world_size": trainer.world_size, "python": platform.python_version(),
-            "versions": library_versions(),
-            "config": {**vars(args), "profile": dataclasses.asdict(profile)}}
-
-
-def results_path(args: argparse.Namespace, trainer: pl.Trainer) -> Path:
-    return Path(args.out) if args.out else Path(trainer.default_root_dir) / "result.json"
-
-
 def train(args: argparse.Namespace, profile: Profile, location: DataLocation) -> dict | None:
     """Fit until ``args.target_iou``, on every rank; rank 0 returns (and writes) the results."""
     if profile.accelerator == "gpu":
         torch.cuda.set_device(local_rank())
     pl.seed_everything(args.seed, workers=True, verbose=False)
     model = FastNailSegmentation(encoder=profile.encoder, lr=profile.lr,
-                                 max_steps=profile.max_steps, warmup_steps=args.warmup_steps,
-                                 compile_model=args.compile,
+                                 max_steps=profile.max_steps, warmup_steps=profile.warmup_steps,
+                                 compile_model=profile.compile_model,
                                  fused_optimizer=profile.accelerator == "gpu")
-    clock, throughput = AccuracyClock(args.target_iou), TrainingThroughput()
+    clock, speed = AccuracyClock(args.target_iou), TrainingSpeed()
     train_names = [Path(path).stem for path in split_files(location, "train")[0]]
-    ledger = SampleLedger(train_names) if args.record_samples else None
-    step_profile = StepProfile(args.profile_epoch) if args.profile_epoch is not None else None
-    extra = [callback for callback in (ledger, step_profile) if callback]
-    trainer = run_trainer(args, profile, check_val_every_n_epoch=args.val_every_n_epochs,
-                          callbacks=[clock, throughput, *extra])
-    if pads_into_next_epoch(len(train_names), args.devices, profile.batch_size) and local_rank() == 0:
-        warnings.warn(f"{len(train_names)} training images in {args.devices} shards of "
-                      f"{shard_sizes(len(train_names), args.devices)} with batch "
-                      f"{profile.batch_size}: DALI serves a batch of padding in the next epoch, "
-                      "so later epochs repeat some images and skip others. Use a training set "
-                      "that divides evenly between the devices, or another batch size.",
-                      stacklevel=2)
+    ledger, step_profile = (SampleLedger(train_names) if args.record_samples else None,
+                            None if args.profile_epoch is None else StepProfile(args.profile_epoch))
+    trainer = run_trainer(args, profile, check_val_every_n_epoch=profile.val_every_n_epochs,
+                          callbacks=[c for c in (clock, speed, ledger, step_profile) if c])
+    if local_rank() == 0:
+        warn_if_padded(len(train_names), args.devices, profile.batch_size)
     valid_sizes = sorted(set(shard_sizes(len(read_split(location, "valid")), args.devices)))
-    # one graph, as warm_up compiles it outside DDP (no split at DDP's buckets): the gradients
-    # are all-reduced after the backward instead of during it, a few ms for 24 M parameters
-    torch._dynamo.config.optimize_ddp = False
-    compile_s = sum(warm_up(model, profile, size) for size in valid_sizes)
-    trainer.fit(model, datamodule=DALINailDataModule(location, profile, seed=args.seed,
-                                                     sample_ids=args.record_samples))
-    checkpoint = Path(trainer.default_root_dir) / "final.ckpt"
-    # every rank calls it (rank 0 writes); the weights and hyperparameters, no optimizer state
-    trainer.save_checkpoint(checkpoint, weights_only=True)
+    with torch._dynamo.config.patch(optimize_ddp=False):  # restored when the block ends
+        compile_s = sum(warm_up(model, profile, size) for size in valid_sizes)
+        trainer.fit(model, datamodule=DALINailDataModule(location, profile, seed=args.seed,
+                                                         sample_ids=args.record_samples))
+    checkpoint = Path(trainer.default_root_dir) / "final.ckpt"  # weights, no optimizer state
+    trainer.save_checkpoint(checkpoint, weights_only=True)  # every rank calls it, rank 0 writes
     if not trainer.is_global_zero:
         return None
     reached = clock.reached
     result = {
-        **run_record(args, profile, trainer), "compile_s": compile_s, "fit_s": throughput.fit_s,
-        "reached": reached is not None,
+        **run_record(args, profile, trainer.world_size), "compile_s": compile_s,
+        "fit_s": clock.fit_s, "reached": reached is not None,
         "seconds_to_target": reached["seconds"] if reached else None,
         "steps_to_target": reached["step"] if reached else None,
         "best_iou": max((row["val_iou"] for row in clock.history), default=None),
-        "steps": trainer.global_step, "history": clock.history,
-        "train_img_s": throughput.img_s, "epochs": throughput.epochs,
+        "steps": trainer.global_step, "history": clock.history, "epochs": speed.epochs,
+        "train_img_s": speed.images_per_second() if len(speed.epochs) > 1 else None,
         "coverage": ledger.coverage if ledger else None,
         "step_profile": step_profile.summary if step_profile else None,
         "checkpoint": str(checkpoint)}
-    path = write_json(results_path(args, trainer), result)
-    outcome = (f"IoU {args.target_iou} after {result['seconds_to_target']:.1f} s "
-               f"({result['steps_to_target']} steps)" if reached
-               else f"IoU {args.target_iou} not reached (best {result['best_iou'] or 0:.3f})")
-    print(f"{trainer.world_size} device(s): {outcome}; fit {result['fit_s']:.1f} s, compilation "
-          f"{compile_s:.1f} s apart; training {result['train_img_s'] or float('nan'):.0f} img/s")
-    if ledger:
-        bad = [row["epoch"] for row in ledger.coverage if not row["ok"]]
-        print(f"sample coverage of {len(ledger.coverage)} complete epoch(s): "
-              + (f"wrong in epochs {bad}" if bad else "ok"))
+    return report(args, trainer, result)
+
+
+def report(args: argparse.Namespace, trainer: pl.Trainer, result: dict) -> dict:
+    """Rank 0 writes ``result`` (``args.out``, else the run folder) and says what it holds."""
+    path = write_json(Path(args.out or Path(trainer.default_root_dir) / "result.json"), result)
+    if "history" in result:
+        outcome = (f"IoU {args.target_iou} after {result['seconds_to_target']:.1f} s "
+                   f"({result['steps_to_target']} steps)" if result["reached"]
+                   else f"IoU {args.target_iou} not reached (best {result['best_iou'] or 0:.3f})")
+        print(f"{trainer.world_size} device(s): {outcome}; fit {result['fit_s']:.1f} s, "
+              f"compilation {result['compile_s']:.1f} s apart; training "
+              f"{result['train_img_s'] or float('nan'):.0f} img/s")
+        if result["coverage"] is not None:
+            bad = [row["epoch"] for row in result["coverage"] if not row["ok"]]
+            print(f"sample coverage of {len(result['coverage'])} complete epoch(s): "
+                  + (f"wrong in epochs {bad}" if bad else "ok"))
+    else:
+        print(f"{trainer.world_size} device(s): val_iou {result['val_iou']:.6f}, val_dice "
+              f"{result['val_dice']:.6f}, val_loss {result['val_loss']:.6f}")
     print(f"results: {path}")
     return result
 
@@ -392,8 +244,7 @@ def validate(args: argparse.Namespace, profile: Profile, location: DataLocation)
                                                       compile_model=False)
     trainer = run_trainer(args, profile)
     metrics = trainer.validate(model, datamodule=DALINailDataModule(location, profile,
-                                                                    seed=args.seed),
-                               verbose=False)[0]
+                                                                    seed=args.seed), verbose=False)[0]
     per_rank = shard_sizes(len(read_split(location, "valid")), trainer.world_size)
     images = per_rank[trainer.global_rank]
     totals = trainer.strategy.reduce(
@@ -401,14 +252,11 @@ def validate(args: argparse.Namespace, profile: Profile, location: DataLocation)
                      device=trainer.strategy.root_device), reduce_op="sum")
     if not trainer.is_global_zero:
         return None
-    result = {**run_record(args, profile, trainer), "checkpoint": str(Path(args.validate).resolve()),
-              "validation_images_per_rank": per_rank,
-              **{name: float(metrics[name]) for name in ("val_dice", "val_iou", "val_soft_dice")},
-              "val_loss": float(totals[0] / totals[1])}
-    path = write_json(results_path(args, trainer), result)
-    print(f"{trainer.world_size} device(s): val_iou {result['val_iou']:.6f}, val_dice "
-          f"{result['val_dice']:.6f}, val_loss {result['val_loss']:.6f}; results: {path}")
-    return result
+    return report(args, trainer, {
+        **run_record(args, profile, trainer.world_size),
+        "checkpoint": str(Path(args.validate).resolve()), "validation_images_per_rank": per_rank,
+        **{name: float(metrics[name]) for name in ("val_dice", "val_iou", "val_soft_dice")},
+        "val_loss": float(totals[0] / totals[1])})
 
 
 def main(argv: list[str] | None = None) -> dict | None:

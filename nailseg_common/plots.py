@@ -309,3 +309,65 @@ def plot_batch_gallery(batch: dict, max_images: int = 8, columns: int = 4, title
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
+
+
+# --- time to accuracy (notebook 07) and two GPUs (notebook 08) ---------------------------
+
+
+def plot_step_ladder(steps, xlabel: str, ax=None):
+    """Horizontal bars of a table with ``img/s``, ``min`` and ``max`` per row (median,
+    min-max whiskers), the first row on top."""
+    ax = ax or plt.subplots(figsize=(8, 3))[1]
+    ax.barh(steps.index[::-1], steps["img/s"][::-1], color="#4c72b0",
+            xerr=[(steps["img/s"] - steps["min"])[::-1], (steps["max"] - steps["img/s"])[::-1]])
+    ax.set_xlabel(xlabel)
+    ax.set_title("one change at a time (bars: median, whiskers: min-max of the windows)")
+    ax.figure.tight_layout()
+    return ax
+
+
+def plot_iou_curves(runs: dict, target_iou: float, budget_s: float | None = None, ax=None):
+    """Hard IoU of every validation against seconds since the start of ``fit``; ``runs`` maps
+    a label to a run's ``history`` (rows with ``seconds`` and ``val_iou``)."""
+    ax = ax or plt.subplots(figsize=(8, 4))[1]
+    for label, history in runs.items():
+        ax.plot([row["seconds"] for row in history], [row["val_iou"] for row in history],
+                marker=".", label=label)
+    ax.axhline(target_iou, color="gray", linestyle="--", linewidth=1, label=f"target IoU {target_iou}")
+    if budget_s is not None:
+        ax.axvline(budget_s, color="crimson", linestyle=":", linewidth=1, label=f"budget {budget_s:g} s")
+    ax.set_xlabel("seconds since the start of fit (compilation apart)")
+    ax.set_ylabel("hard IoU (validation)")
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=8)
+    ax.figure.tight_layout()
+    return ax
+
+
+def plot_ratio_change(ratios, before=None, keeps_up: float = 0.97, ax=None):
+    """Bars of each pipeline's ratio to the bound of the faster step; dots at ``before``
+    (the ratios to the old step's bound), a dashed line at ``keeps_up``."""
+    ax = ax or plt.subplots(figsize=(8, 3))[1]
+    ax.barh(ratios.index[::-1], ratios[::-1], color="#55a868", label="faster step (this run)")
+    if before is not None:
+        ax.scatter(before.reindex(ratios.index)[::-1], ratios.index[::-1], color="black",
+                   zorder=3, label="02's step (notebook 05's committed run)")
+    ax.axvline(keeps_up, color="gray", linestyle="--", linewidth=1)
+    ax.set_xlabel("training images/s ÷ the bound of the same step")
+    ax.set_xlim(0, 1.05)
+    ax.legend(loc="lower right", fontsize=8)
+    ax.figure.tight_layout()
+    return ax
+
+
+def plot_devices_speed(runs: dict, speedup_target: float, ax=None):
+    """Training images/s of each run of notebook 08 (``runs``: name -> ``train_img_s``), a
+    dashed line at ``speedup_target`` × the first."""
+    ax = ax or plt.subplots(figsize=(5, 3.8))[1]
+    names, rates = list(runs), [rate or 0.0 for rate in runs.values()]
+    ax.bar(names, rates, color=["#4c72b0", "#55a868"][:len(names)])
+    ax.axhline(rates[0] * speedup_target, color="gray", linestyle="--", linewidth=1,
+               label=f"{speedup_target} × one device")
+    ax.set_ylabel("training images/s (validation excluded)")
+    ax.legend(fontsize=8)
+    return ax

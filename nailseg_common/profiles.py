@@ -32,8 +32,19 @@ class Profile:
     max_valid_batches: int | None = None
     bench_repeats: int = 3
     bench_steps: int = 20
-    compare_epochs: int = 1  # epochs of the speed-only comparison runs in notebooks 03 and 04
     finetune_steps: int = 240  # optimizer steps of each fine-tuning run of notebook 06
+    # notebook 07's faster recipe (08 trains it on several devices)
+    compile_model: bool = False  # torch.compile the U-Net (worth it on a GPU only)
+    fast_batch_size: int = 8  # the faster step's batch
+    fast_lr: float = 1e-3  # its peak learning rate
+    warmup_steps: int = 0  # linear warm-up steps before the cosine decay
+    fast_max_steps: int = 2  # the schedule of notebook 07's timed run
+    val_every_n_epochs: int = 1  # validate every n epochs (07's timed run, 08's runs)
+    # notebook 08: the same recipe as a script on several devices
+    ddp_devices: int = 2  # processes of the multi-device runs: GPUs, else gloo CPU processes
+    ddp_batch_size: int = 8  # per device
+    ddp_max_steps: int = 8  # steps of the one-device run (the N-device run scales them)
+    ddp_profile_epoch: int = 1  # the epoch whose steps are profiled
 
     @property
     def device(self) -> torch.device:
@@ -47,16 +58,25 @@ PROFILES: dict[str, Profile] = {
         max_steps=2, encoder="resnet18", num_workers=0, precision="32-true", lr=1e-3,
         max_train_batches=2, max_valid_batches=1, bench_repeats=3, bench_steps=2,
         finetune_steps=2,
+        compile_model=False, fast_batch_size=8, fast_lr=1e-3, warmup_steps=0, fast_max_steps=2,
+        val_every_n_epochs=1, ddp_devices=2, ddp_batch_size=8, ddp_max_steps=15,
+        ddp_profile_epoch=1,
     ),
     "cpu": Profile(
         name="cpu", accelerator="cpu", num_images=400, image_size=96, batch_size=8,
         max_steps=480, encoder="resnet18", num_workers=2, precision="32-true", lr=2e-3,
         bench_repeats=3, bench_steps=5, finetune_steps=120,
+        compile_model=False, fast_batch_size=16, fast_lr=3e-3, warmup_steps=10,
+        fast_max_steps=30, val_every_n_epochs=1, ddp_devices=2, ddp_batch_size=8,
+        ddp_max_steps=80, ddp_profile_epoch=1,
     ),
     "gpu": Profile(
         name="gpu", accelerator="gpu", num_images=1200, image_size=384, batch_size=32,
         max_steps=1800, encoder="resnet34", num_workers=15, precision="bf16-mixed", lr=1e-3,
-        bench_repeats=5, bench_steps=30, compare_epochs=3, finetune_steps=480,
+        bench_repeats=5, bench_steps=30, finetune_steps=480,
+        compile_model=True, fast_batch_size=64, fast_lr=2e-3, warmup_steps=50,
+        fast_max_steps=1000, val_every_n_epochs=3, ddp_devices=2, ddp_batch_size=60,
+        ddp_max_steps=1000, ddp_profile_epoch=3,
     ),
 }
 

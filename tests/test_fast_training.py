@@ -10,6 +10,8 @@ from torch.utils.data import DataLoader, Dataset
 from nailseg_common.fast_training import (
     AccuracyClock,
     FastNailSegmentation,
+    loss_of,
+    reuse,
     validation_batch_sizes,
     warm_up,
 )
@@ -74,8 +76,38 @@ def test_accuracy_clock_stops_at_the_first_validation_that_reaches_the_target(
                            enable_progress_bar=False, callbacks=[clock])
     trainer.fit(smoke_model(profile.max_steps), train_dataloaders=loader, val_dataloaders=loader)
     assert trainer.global_step == steps and len(clock.history) == validations
+    assert clock.fit_s >= clock.history[-1]["seconds"] > 0
     assert [row["step"] for row in clock.history] == [2, 4, 6][:validations]
     if target <= 0:
         assert clock.reached == clock.history[0]
     else:
         assert clock.reached is None
+
+
+def test_reuse_hands_back_the_same_model_with_the_pipelines_augmentation():
+    model = smoke_model()
+    make_model = reuse(model)
+    augmentation = torch.nn.Identity()
+    assert make_model(encoder="ignored", lr=1.0, max_steps=1, gpu_augmentation=augmentation) is model
+    assert model.gpu_augmentation is augmentation
+    assert make_model(gpu_augmentation=None) is model and model.gpu_augmentation is None
+
+
+def test_the_loss_outside_lightning_is_the_training_steps():
+    model = smoke_model()
+    image = torch.rand(2, 3, SMOKE.image_size, SMOKE.image_size)
+    label = (torch.rand(2, 1, SMOKE.image_size, SMOKE.image_size) > 0.5).float()
+    torch.manual_seed(0)
+    loss = loss_of(model, image, label)
+    torch.manual_seed(0)
+    assert torch.allclose(loss, model.training_step({"image": image, "label": label}, 0))
+
+
+@pytest.mark.parametrize("name", ["smoke", "cpu", "gpu"])
+def test_every_profile_holds_the_faster_recipe(name, monkeypatch):
+    monkeypatch.setattr("nailseg_common.profiles.gpu_available", lambda: True)
+    profile = select_profile(name)
+    assert profile.fast_batch_size >= 1 and profile.fast_lr > 0 and profile.fast_max_steps >= 1
+    assert 0 <= profile.warmup_steps < profile.fast_max_steps or profile.warmup_steps == 0
+    assert profile.val_every_n_epochs >= 1 and profile.ddp_max_steps >= 1
+    assert profile.compile_model == (profile.accelerator == "gpu")

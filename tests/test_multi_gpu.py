@@ -7,10 +7,9 @@ import pytorch_lightning as pl
 import torch
 
 from nailseg_common import dali_pipelines as dp
-from nailseg_common import dali_support, multi_gpu
+from nailseg_common import dali_support, train_arguments
 from nailseg_common.multi_gpu import (
     StepProfile,
-    TrainingThroughput,
     check_epoch_coverage,
     covered_ms,
     expected_missing,
@@ -18,6 +17,7 @@ from nailseg_common.multi_gpu import (
     parse_args,
     shard_sizes,
 )
+from nailseg_common.profiles import select_profile
 
 NAMES = [f"{i:05d}" for i in range(40)]
 
@@ -104,14 +104,6 @@ def test_cpu_dali_shards_agree_with_the_check(tmp_path, samples, world_size, bat
     assert ok == ([True, False, False] if padded else [True, True, True])
 
 
-def test_throughput_is_the_median_after_the_first_epoch():
-    clock = TrainingThroughput()
-    clock.epochs = [{"img_s": rate} for rate in (10.0, 100.0, 90.0, 300.0)]
-    assert clock.img_s == 100.0
-    clock.epochs = clock.epochs[:1]
-    assert clock.img_s is None
-
-
 def test_covered_time_counts_overlapping_kernels_once():
     assert covered_ms([]) == 0.0
     assert covered_ms([(0, 1000), (500, 1500), (3000, 4000)]) == 2.5  # µs in, ms out
@@ -152,6 +144,16 @@ def test_defaults_come_from_the_profile_and_whole_epochs_are_trained():
     assert (args.devices, args.compile, args.run_name, args.pipeline) == (1, False, "ddp_1", "dali")
     assert profile.batch_size == 8 and profile.max_train_batches is None
     assert profile.max_valid_batches is None
+
+
+def test_warm_up_compile_and_validation_interval_default_to_the_profiles_recipe():
+    _, profile = parse_args(["--profile", "smoke"])
+    smoke = select_profile("smoke")
+    assert (profile.warmup_steps, profile.val_every_n_epochs, profile.compile_model) == (
+        smoke.warmup_steps, smoke.val_every_n_epochs, smoke.compile_model)
+    _, profile = parse_args(["--profile", "smoke", "--warmup-steps", "3",
+                                "--val-every-n-epochs", "2"])
+    assert (profile.warmup_steps, profile.val_every_n_epochs) == (3, 2)
 
 
 def test_arguments_reach_the_profile_as_given():
@@ -200,6 +202,6 @@ def test_zero_devices_and_unknown_profiles_are_refused(capsys):
 
 
 def test_without_dali_the_message_says_where_it_runs(capsys, monkeypatch):
-    monkeypatch.setattr(multi_gpu, "dali_available", lambda: False)
+    monkeypatch.setattr(train_arguments, "dali_available", lambda: False)
     monkeypatch.setattr(dali_support, "IMPORT_ERROR", ImportError("No module named 'nvidia.dali'"))
     assert "Linux" in refusal(capsys, ["--profile", "smoke"])

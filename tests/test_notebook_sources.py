@@ -98,9 +98,8 @@ def test_text_copy_matches_the_notebook(path, notebook):
     assert strip(paired) == strip(notebook), f"run `make export` to sync {path.name} and its .py"
 
 
-# A profile field a notebook offers under a parameter that says more: 07's `schedules` is a
-# list of step budgets, the profile's `max_steps` its default outside the GPU.
-OFFERED_AS = {"max_steps": "schedules"}
+# A profile field a notebook offers under a parameter that says more (none today).
+OFFERED_AS: dict[str, str] = {}
 
 
 def test_every_parameter_is_used_and_every_profile_field_used_is_a_parameter(notebook):
