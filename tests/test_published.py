@@ -59,7 +59,7 @@ def test_published_code_is_the_code_of_the_notebook(pair, request):
     assert code(published) == code(source), "re-run the notebook on a GPU into published/"
 
 
-MAX_NOTEBOOK_BYTES, MAX_EDITION_BYTES, MAX_CELL_OUTPUTS = 1_500_000, 4_000_000, 50
+MAX_NOTEBOOK_BYTES, MAX_EDITION_BYTES, MAX_CELL_OUTPUTS = 1_500_000, 4 * 2**20, 50
 
 
 def test_executed_copies_stay_small(pair, request):
