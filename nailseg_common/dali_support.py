@@ -10,8 +10,9 @@ raises it when it is called. Notebook 04 and ``nailseg_common.dali_pipelines`` t
 
 from __future__ import annotations
 
-import os
 import platform
+
+from nailseg_common.environment import usable_cores
 
 try:
     import nvidia.dali
@@ -73,5 +74,5 @@ def pipeline_def(graph):
 
 def default_num_threads(device: str) -> int:
     """CPU threads for DALI: all cores when everything runs on the CPU, a few for the reader."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, cores) if device == "cpu" else max(1, min(4, cores))
+    cores = usable_cores()
+    return cores if device == "cpu" else min(4, cores)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import platform
 from importlib import metadata
+from typing import TYPE_CHECKING
 
-from .profiles import Profile
+if TYPE_CHECKING:
+    from .profiles import Profile
 
 LIBRARIES = ("torch", "torchvision", "pytorch-lightning", "segmentation-models-pytorch",
              "albumentations", "kornia", "nvidia-dali-cuda120", "numpy")
@@ -21,6 +23,12 @@ def library_versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             versions[name] = "not installed"
     return versions
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity where the system has one)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, cores or 1)
 
 
 def device_description() -> str:

@@ -42,7 +42,6 @@ import io
 import json
 import math
 import multiprocessing
-import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
@@ -51,6 +50,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
 from .atomic import folder_lock, staged_folder
+from .environment import usable_cores
 from .progress import progress as progress_bar
 
 GENERATOR_VERSION = 3
@@ -694,8 +694,7 @@ def _write_sample(staging: Path, seed: int, style: str, index: int) -> None:
 
 def generation_processes() -> int:
     """Processes that draw a set: the cores this process may use (each sample is independent)."""
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-               else os.cpu_count() or 1)
+    return usable_cores()
 
 
 def _generate(root: Path, num_images: int, seed: int, style: str, progress: bool) -> None:
