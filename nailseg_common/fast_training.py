@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import math
 import re
 import time
@@ -16,9 +16,10 @@ from torch.profiler import ProfilerActivity
 from torch.utils.flop_counter import FlopCounterMode
 
 from nailseg_common.clock import synchronized_now
-from nailseg_common.models import LitNailSegmentation, segmentation_loss
+from nailseg_common.models import LitNailSegmentation
 from nailseg_common.paths import DataLocation
 from nailseg_common.profiles import Profile
+from nailseg_common.timing import without_validation_hint
 from nailseg_common.training import make_trainer
 
 
@@ -112,46 +113,18 @@ def reuse(model: FastNailSegmentation):
     return make_model
 
 
-def autocast_to(profile: Profile):
-    """The autocast context of ``profile.precision``, as Lightning enters it around a step."""
-    dtype = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(profile.precision)
-    if dtype is None:
-        return contextlib.nullcontext()
-    return torch.autocast(profile.device.type, dtype=dtype)
-
-
-def loss_of(model: FastNailSegmentation, image: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
-    """The module's training loss on a batch, outside Lightning."""
-    return segmentation_loss(model(image), label, model.hparams.bce_weight, model.hparams.dice_weight)
-
-
-def validation_batch_sizes(samples: int, batch_size: int) -> list[int]:
-    """The batch sizes a validation pass over ``samples`` yields (the last may be smaller)."""
-    return sorted({min(batch_size, samples), samples % batch_size} - {0}, reverse=True)
-
-
-def warm_up(model: FastNailSegmentation, profile: Profile, valid_samples: int) -> float:
-    """Runs a training step's forward and backward and every validation batch size once on
-    ``profile.device`` (compiling and autotuning), then restores the weights; the seconds."""
-    device, size, batch = profile.device, profile.image_size, profile.batch_size
+def warm_up(model: FastNailSegmentation, datamodule: pl.LightningDataModule, profile: Profile) -> float:
+    """Meets every shape of a run the way the run meets it (a ``fit`` of two training steps
+    and one whole validation), which compiles and autotunes, then puts the weights back.
+    Returns the seconds it took."""
     state = {key: value.clone() for key, value in model.state_dict().items()}
-    model.to(device)
-    model.on_fit_start()  # channels_last, as in fit
-    image = torch.rand(batch, 3, size, size, device=device)
-    label = (torch.rand(batch, 1, size, size, device=device) > 0.5).float()
-    start = synchronized_now(device)
-    model.train()
-    with autocast_to(profile):
-        loss = loss_of(model, image, label)
-    loss.backward()
-    model.eval()
-    with torch.inference_mode(), autocast_to(profile):
-        for n in validation_batch_sizes(valid_samples, batch):
-            loss_of(model, image[:n], label[:n])
-    seconds = synchronized_now(device) - start
-    model.zero_grad(set_to_none=True)
+    trainer = make_trainer(dataclasses.replace(profile, max_steps=2), "warm_up", limit_train_batches=2,
+                           check_val_every_n_epoch=1, logger=False, enable_checkpointing=False,
+                           enable_progress_bar=False)
+    start = time.perf_counter()
+    trainer.fit(model, datamodule=datamodule)
+    seconds = time.perf_counter() - start
     model.load_state_dict(state)
-    model.train()
     return seconds
 
 
@@ -182,12 +155,13 @@ class AccuracyClock(Callback):
 
 
 def time_to_accuracy(model: FastNailSegmentation, datamodule: pl.LightningDataModule,
-                     profile: Profile, target_iou: float, val_every_n_epochs: int = 1) -> dict:
-    """Fit ``model`` (warmed up before) until validation reaches ``target_iou`` (or
-    ``profile.max_steps``). Seconds are wall time from the start of ``fit``."""
+                     profile: Profile, target_iou: float) -> dict:
+    """Fit ``model`` (warmed up before) until validation, every ``profile.val_every_n_epochs``
+    epochs, reaches ``target_iou`` (or ``profile.max_steps``). Seconds are wall time from the
+    start of ``fit``."""
     clock = AccuracyClock(target_iou)
-    trainer = make_trainer(profile, "time_to_accuracy", check_val_every_n_epoch=val_every_n_epochs,
-                           enable_checkpointing=False, enable_progress_bar=False, callbacks=[clock])
+    trainer = make_trainer(profile, "time_to_accuracy", enable_checkpointing=False,
+                           enable_progress_bar=False, callbacks=[clock])
     trainer.fit(model, datamodule=datamodule)
     reached = clock.reached
     return {"max_steps": profile.max_steps, "fit_s": clock.fit_s,
@@ -211,34 +185,38 @@ def kernel_group(name: str) -> str:
                 "other elementwise, normalisation and copies")
 
 
-def profile_step(model: FastNailSegmentation, profile: Profile, batch: dict, steps: int) -> pd.DataFrame:
-    """Device (or CPU) time per kernel group over ``steps`` training steps, in ms per step."""
+class KernelProfile(Callback):
+    """``torch.profiler`` over every training step of a ``fit`` but the first (``profiler``)."""
+
+    def __init__(self, on_gpu: bool):
+        self.profiler = torch.profiler.profile(
+            activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else []))
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step == 1:
+            self.profiler.start()
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        synchronized_now(pl_module.device)
+        self.profiler.stop()
+
+
+def profile_step(model: FastNailSegmentation, profile: Profile, resident, steps: int) -> pd.DataFrame:
+    """Device (or CPU) time per kernel group of ``steps`` training steps on ``resident``
+    batches (``resident_batches``), through the Trainer as in every run, in ms per step."""
     model.gpu_augmentation = None  # the bound's step: batches as they are
-    model.to(profile.device).train()
-    model.on_fit_start()  # channels_last, as in fit
-    optimizer = model.configure_optimizers()["optimizer"]
-    batch = model.on_after_batch_transfer(dict(batch), 0)
-    on_gpu = profile.device.type == "cuda"
-
-    def step():
-        with autocast_to(profile):
-            loss = loss_of(model, batch["image"], batch["label"])
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
-    step()
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
-    with torch.profiler.profile(activities=activities) as prof:
-        for _ in range(steps):
-            step()
-        synchronized_now(profile.device)
+    recorder = KernelProfile(profile.device.type == "cuda")
+    trainer = make_trainer(dataclasses.replace(profile, max_steps=steps + 1), "profile",
+                           limit_val_batches=0, logger=False, enable_checkpointing=False,
+                           enable_progress_bar=False, callbacks=[recorder])
+    with without_validation_hint():
+        trainer.fit(model, resident)
 
     def self_us(event) -> float:  # self time of kernels (GPU) or operators (CPU): none twice
-        if on_gpu:
+        if profile.device.type == "cuda":
             return event.self_device_time_total if event.device_type.name == "CUDA" else 0.0
         return event.self_cpu_time_total
 
     frame = pd.DataFrame([{"group": kernel_group(e.key), "ms per step": self_us(e) / 1e3 / steps}
-                          for e in prof.key_averages() if self_us(e) > 0])
+                          for e in recorder.profiler.key_averages() if self_us(e) > 0])
     return frame.groupby("group")["ms per step"].sum().sort_values(ascending=False).to_frame()

@@ -243,19 +243,20 @@ def plot_training_curves(runs: dict):
     """Loss and validation Dice/IoU per epoch of one or more labelled runs, drawn together.
 
     ``runs`` maps a label to :func:`nailseg_common.training.read_metrics` (one row per
-    epoch). Solid lines are validation, dashed lines training; Dice and IoU are hard
+    epoch; epochs without a validation are left out of its lines). Solid lines are
+    validation, dashed lines training; Dice and IoU are hard
     (threshold 0.5, per image, averaged).
     """
     fig, (loss_ax, dice_ax, iou_ax) = plt.subplots(1, 3, figsize=(13, 3.5))
     for index, (label, metrics) in enumerate(runs.items()):
-        colour = f"C{index}"
-        marker = "o" if len(metrics) < 30 else None
+        colour, valid = f"C{index}", metrics.dropna(subset=["val_dice"])  # validated epochs
+        marker = "o" if len(valid) < 30 else None
         loss_ax.plot(metrics.index, metrics["train_loss"], color=colour, linestyle="--",
-                     marker=marker, label=f"{label}, train")
-        loss_ax.plot(metrics.index, metrics["val_loss"], color=colour, marker=marker,
+                     label=f"{label}, train")
+        loss_ax.plot(valid.index, valid["val_loss"], color=colour, marker=marker,
                      label=f"{label}, validation")
-        dice_ax.plot(metrics.index, metrics["val_dice"], color=colour, marker=marker, label=label)
-        iou_ax.plot(metrics.index, metrics["val_iou"], color=colour, marker=marker, label=label)
+        dice_ax.plot(valid.index, valid["val_dice"], color=colour, marker=marker, label=label)
+        iou_ax.plot(valid.index, valid["val_iou"], color=colour, marker=marker, label=label)
     loss_ax.set(xlabel="epoch", ylabel="Lovász hinge + cross-entropy + soft-Dice loss",
                 title="Loss")
     dice_ax.set(xlabel="epoch", ylim=(0, 1), title="Validation Dice (threshold 0.5)")

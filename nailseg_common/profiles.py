@@ -39,7 +39,7 @@ class Profile:
     fast_lr: float = 1e-3  # its peak learning rate
     warmup_steps: int = 0  # linear warm-up steps before the cosine decay
     fast_max_steps: int = 2  # the schedule of notebook 07's timed run
-    val_every_n_epochs: int = 1  # validate every n epochs (07's timed run, 08's runs)
+    val_every_n_epochs: int = 1  # validate (and checkpoint) every n epochs, in every training
     # notebook 08: the same recipe as a script on several devices
     ddp_devices: int = 2  # processes of the multi-device runs: GPUs, else gloo CPU processes
     ddp_batch_size: int = 8  # per device
@@ -74,7 +74,7 @@ PROFILES: dict[str, Profile] = {
         name="gpu", accelerator="gpu", num_images=1200, image_size=384, batch_size=32,
         max_steps=1800, encoder="resnet34", num_workers=15, precision="bf16-mixed", lr=1e-3,
         bench_repeats=5, bench_steps=30, finetune_steps=480,
-        compile_model=True, fast_batch_size=64, fast_lr=2e-3, warmup_steps=50,
+        compile_model=True, fast_batch_size=60, fast_lr=2e-3, warmup_steps=50,
         fast_max_steps=1500, val_every_n_epochs=3, ddp_devices=2, ddp_batch_size=60,
         ddp_max_steps=1000, ddp_profile_epoch=3,
     ),

@@ -3,10 +3,11 @@
 ``training.make_trainer`` gives every Trainer :func:`course_callbacks`: a checkpoint of
 the best ``val_dice``, :class:`EpochClock` (``epoch_s``: the wall time of each epoch,
 validation included), ``ProgressLines`` and a CSV logger; :func:`read_metrics` turns a run's
-``metrics.csv`` into one row per epoch, :func:`steady_epoch_seconds` gives its typical
-epoch time and :func:`latest_run_metrics` finds the newest finished run of a name, so
+``metrics.csv`` into one row per epoch (validation columns empty in epochs without a
+validation), :func:`steady_epoch_seconds` gives its typical epoch time, :func:`run_summary`
+its last scores and :func:`latest_run_metrics` finds the newest finished run of a name, so
 notebooks 03 and 04 can compare against notebook 02's logged run. ``nailseg_common.training``
-re-exports all four.
+re-exports all five.
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ def course_callbacks(profile: Profile, run_name: str,
     """The callbacks and the logger of a course Trainer; takes ``callbacks`` (added to the
     course's own) and ``enable_progress_bar`` out of ``overrides``.
 
-    A checkpoint of the best ``val_dice`` and ``last.ckpt`` (unless
-    ``enable_checkpointing=False``), :class:`EpochClock`, about ten progress lines (unless
+    A checkpoint of the best ``val_dice``, full state so that a run can resume from it
+    (unless ``enable_checkpointing=False``), :class:`EpochClock`, about ten progress lines (unless
     ``enable_progress_bar=False``) and a ``CSVLogger`` under
     ``runs_dir()/profile.name/run_name`` that records the profile. Lightning's hardware
     lines are silenced (the environment report names the device).
@@ -53,7 +54,7 @@ def course_callbacks(profile: Profile, run_name: str,
     if overrides.pop("enable_progress_bar", True):
         callbacks.append(ProgressLines())
     if overrides.get("enable_checkpointing", True):
-        callbacks.insert(0, ModelCheckpoint(monitor="val_dice", mode="max", save_last=True,
+        callbacks.insert(0, ModelCheckpoint(monitor="val_dice", mode="max",
                                             filename="best-{epoch}-{val_dice:.3f}"))
     logger = CSVLogger(runs_dir() / profile.name, name=run_name)
     logger.log_hyperparams({"profile": dataclasses.asdict(profile)})
@@ -78,6 +79,13 @@ def steady_epoch_seconds(metrics: pd.DataFrame) -> float:
     workers, warming caches) when there are several."""
     seconds = metrics["epoch_s"].dropna()
     return float((seconds.iloc[1:] if len(seconds) > 1 else seconds).median())
+
+
+def run_summary(metrics: pd.DataFrame) -> dict:
+    """A run's epochs, its last validation Dice and IoU, and its :func:`steady_epoch_seconds`."""
+    validated = metrics.dropna(subset=["val_dice"])
+    return {"epochs": len(metrics), "val_dice": validated["val_dice"].iloc[-1],
+            "val_iou": validated["val_iou"].iloc[-1], "s / epoch": steady_epoch_seconds(metrics)}
 
 
 def latest_run_metrics(profile: Profile, run_name: str) -> tuple[pd.DataFrame, str] | None:

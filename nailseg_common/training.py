@@ -17,7 +17,7 @@ from nailseg_common.paths import runs_dir
 from nailseg_common.profiles import Profile
 
 read_metrics, steady_epoch_seconds = run_logs.read_metrics, run_logs.steady_epoch_seconds
-latest_run_metrics = run_logs.latest_run_metrics  # the log readers, re-exported
+latest_run_metrics, run_summary = run_logs.latest_run_metrics, run_logs.run_summary  # re-exported
 
 
 def make_trainer(profile: Profile, run_name: str, **overrides) -> pl.Trainer:
@@ -30,6 +30,7 @@ def make_trainer(profile: Profile, run_name: str, **overrides) -> pl.Trainer:
         "max_steps": profile.max_steps, "max_epochs": -1,
         "limit_train_batches": profile.max_train_batches or 1.0,
         "limit_val_batches": profile.max_valid_batches or 1.0,
+        "check_val_every_n_epoch": profile.val_every_n_epochs,
         "default_root_dir": runs_dir() / profile.name / run_name, "logger": logger,
         "log_every_n_steps": 1,  # only epoch metrics are logged; avoids the "few batches" hint
         "num_sanity_val_steps": 0, "enable_model_summary": False, "enable_progress_bar": False,

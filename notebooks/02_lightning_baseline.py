@@ -623,11 +623,13 @@ print(f"{cfg.encoder} U-Net: {sum(p.numel() for p in model.parameters()) / 1e6:.
 #
 # `make_trainer` configures the Trainer from the profile: accelerator, precision
 # (`bf16-mixed` on the GPU), the step budget, how many batches an epoch may take, and
-# cuDNN's kernel search for the fixed input size. On a GPU it also turns on TF32 for the
-# float32 matrix products, a process-wide setting that stays on for the rest of the
-# notebook. The callbacks and the logger every course run has come from
-# `nailseg_common.run_logs.course_callbacks`: a checkpoint of the best validation Dice plus
-# `last.ckpt`, an `EpochClock` that logs each epoch's wall time (`epoch_s`), about ten
+# cuDNN's kernel search for the fixed input size, and how often to validate
+# (`val_every_n_epochs`: every epoch on a CPU, every third in the `gpu` profile, whose
+# validations and checkpoints would otherwise take a third of the run). On a GPU it also
+# turns on TF32 for the float32 matrix products, a process-wide setting that stays on for
+# the rest of the notebook. The callbacks and the logger every course run has come from
+# `nailseg_common.run_logs.course_callbacks`: a checkpoint (full state: weights, optimizer
+# and schedule) at each new best validation Dice, an `EpochClock` that logs each epoch's wall time (`epoch_s`), about ten
 # progress lines per training, and a CSV log under `runs/<profile>/<run name>/`;
 # `read_metrics` turns that log into one row per epoch.
 
@@ -643,7 +645,7 @@ from nailseg_common.paths import runs_dir
 from nailseg_common.profiles import Profile
 
 read_metrics, steady_epoch_seconds = run_logs.read_metrics, run_logs.steady_epoch_seconds
-latest_run_metrics = run_logs.latest_run_metrics  # the log readers, re-exported
+latest_run_metrics, run_summary = run_logs.latest_run_metrics, run_logs.run_summary  # re-exported
 
 
 def make_trainer(profile: Profile, run_name: str, **overrides) -> pl.Trainer:
@@ -656,6 +658,7 @@ def make_trainer(profile: Profile, run_name: str, **overrides) -> pl.Trainer:
         "max_steps": profile.max_steps, "max_epochs": -1,
         "limit_train_batches": profile.max_train_batches or 1.0,
         "limit_val_batches": profile.max_valid_batches or 1.0,
+        "check_val_every_n_epoch": profile.val_every_n_epochs,
         "default_root_dir": runs_dir() / profile.name / run_name, "logger": logger,
         "log_every_n_steps": 1,  # only epoch metrics are logged; avoids the "few batches" hint
         "num_sanity_val_steps": 0, "enable_model_summary": False, "enable_progress_bar": False,
@@ -789,7 +792,7 @@ print(f"validation Dice {scores['val_dice']:.3f}, IoU {scores['val_iou']:.3f} "
 
 # %%
 batch = next(iter(datamodule.val_dataloader()))
-with torch.no_grad():
+with torch.no_grad(), torch.autocast(cfg.device.type, torch.bfloat16, enabled="bf16" in cfg.precision):
     logits = model.eval()(batch["image"].to(model.device)).float().cpu()
 plots.plot_predictions(batch["image"].permute(0, 2, 3, 1).numpy() / 255, batch["label"][:, 0].numpy(),
                  torch.sigmoid(logits)[:, 0].numpy(), scores=per_image_iou(logits, batch["label"]))
@@ -857,7 +860,8 @@ for name in ("albumentations_w15", "dali"):
 #    and the curves: how much does the policy help on this dataset?
 # 2. Re-run with `num_workers=0` and with as many workers as your machine has cores. How
 #    does the ratio to the bound change?
-# 3. Resume training for 100 more steps from `last.ckpt`
+# 3. Resume training for 100 more steps from the best checkpoint
+#    (`trainer.checkpoint_callback.best_model_path`)
 #    (`trainer.fit(model, datamodule=datamodule, ckpt_path=...)` with a trainer made for
 #    `max_steps + 100` steps). Does `trainer.global_step` continue where it stopped?
 # 4. Train with `LitNailSegmentation(..., bce_weight=0, dice_weight=0)` (the Lovász hinge

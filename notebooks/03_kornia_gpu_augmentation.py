@@ -69,7 +69,7 @@ from nailseg_common.training import (
     latest_run_metrics,
     make_trainer,
     read_metrics,
-    steady_epoch_seconds,
+    run_summary,
 )
 
 # %% tags=["parameters"]
@@ -539,7 +539,7 @@ kornia_speed = TrainingSpeed()
 trainer = make_trainer(cfg, "03_kornia", callbacks=[kornia_speed], enable_checkpointing=False)  # nothing loads it
 trainer.fit(model, CachedNailDataModule(data, cfg))
 kornia_metrics = read_metrics(trainer)
-dice = kornia_metrics["val_dice"].iloc[-1]
+dice = kornia_metrics["val_dice"].dropna().iloc[-1]
 print(f"{trainer.global_step} steps, {len(kornia_metrics)} epochs: "
       f"{kornia_speed.images_per_second():.1f} training images/s; final hard Dice {dice:.3f}, "
       f"target {DICE_TARGET:.2f} {'met' if dice >= DICE_TARGET else 'missed'} by {abs(dice - DICE_TARGET):.3f}")
@@ -563,9 +563,7 @@ else:
     print("notebook 02's log:", baseline[1].split("runs/")[-1])
 plots.plot_training_curves(runs)
 plt.show()
-table = {name: {"epochs": len(m), "val_dice": m["val_dice"].iloc[-1], "val_iou": m["val_iou"].iloc[-1],
-                "s / epoch": steady_epoch_seconds(m)} for name, m in runs.items()}
-pd.DataFrame.from_dict(table, orient="index").round(3)
+pd.DataFrame.from_dict({name: run_summary(m) for name, m in runs.items()}, orient="index").round(3)
 
 # %% [markdown]
 # Same model, loss, policy and schedule; only where and how the augmentation runs differs,

@@ -629,7 +629,7 @@ if HAVE_DALI:
     trainer = training.make_trainer(cfg, "04_dali", callbacks=[speed])
     trainer.fit(model, datamodule=DALINailDataModule(data, cfg))
     dali_metrics = training.read_metrics(trainer)
-    dice = dali_metrics["val_dice"].iloc[-1]
+    dice = dali_metrics["val_dice"].dropna().iloc[-1]
     print(f"{trainer.global_step} steps, {len(dali_metrics)} epochs: final hard Dice {dice:.3f}, "
           f"target {DICE_TARGET:.2f} {'met' if dice >= DICE_TARGET else 'missed'} by {abs(dice - DICE_TARGET):.3f}")
     resident = [{k: v.to(cfg.device) for k, v in b.items()} for b, _ in zip(train_loader, range(4))]
@@ -698,9 +698,8 @@ else:
 if curves:
     plots.plot_training_curves(curves)
     plt.show()
-    table = {name: {"epochs": len(m), "val_dice": m["val_dice"].iloc[-1], "val_iou": m["val_iou"].iloc[-1],
-                    "s / epoch": training.steady_epoch_seconds(m)} for name, m in curves.items()}
-    display(pd.DataFrame.from_dict(table, orient="index").round(3))
+    display(pd.DataFrame.from_dict({name: training.run_summary(m) for name, m in curves.items()},
+                                   orient="index").round(3))
 
 # %% [markdown]
 # Same model, same policy, other random draws: the curves should end close together when

@@ -75,7 +75,7 @@ from nailseg_common.benchmark import default_pipelines, load_results, results_la
 from nailseg_common.dali_pipelines import dali_status
 from nailseg_common.paths import REPO_ROOT
 from nailseg_common.plots import plot_iou_curves, plot_ratio_change, plot_step_ladder
-from nailseg_common.preparation import fit_batch_to_split, read_split
+from nailseg_common.preparation import fit_batch_to_split
 from nailseg_common.timing import measure_training, resident_batches
 
 # %% tags=["parameters"]
@@ -117,7 +117,6 @@ cfg, data = start(profile, data_root, num_images=num_images, image_size=image_si
 on_gpu = cfg.accelerator == "gpu"
 fast = fit_batch_to_split(dataclasses.replace(
     cfg, batch_size=cfg.fast_batch_size, lr=cfg.fast_lr, max_steps=cfg.fast_max_steps), data)
-valid_samples = len(read_split(data, "valid"))
 print(f"the course's step: batch {cfg.batch_size}, lr {cfg.lr}; the faster recipe: batch "
       f"{fast.batch_size}, peak lr {fast.lr}, {cfg.warmup_steps} warm-up steps, "
       f"{fast.max_steps} steps, validation every {cfg.val_every_n_epochs} epoch(s), "
@@ -319,71 +318,44 @@ for name, (step_profile, result) in rates.items():
 # %% [markdown]
 # ## Compiling once, apart from the clock
 #
-# `warm_up` runs every shape a run will meet once (a training step, and the validation
-# batches including the last, smaller one), which compiles the model and autotunes cuDNN,
-# then restores the weights exactly: the seconds it took are the compilation time, shown
-# apart. It calls the course's loss, `segmentation_loss` (notebook 02), with the module's
-# own weights of its terms. `AccuracyClock` starts when `fit` starts, records the time,
+# `warm_up` meets every shape a run will meet, the way the run meets it: a `fit` of two
+# training steps and one whole validation through the same `Trainer`. That compiles the
+# model and autotunes cuDNN; then it restores the weights exactly, and the seconds it took
+# are the compilation time, shown apart. Why through the `Trainer`, and not a hand-written
+# forward and backward? The compiled code is guarded: it is reused only while what it was
+# compiled for still holds (shapes, strides, dtypes, grad and autocast modes, and global
+# state such as the float32 matmul precision that `make_trainer` sets). A warm-up that
+# differs from the run in any of them compiles a graph the run never uses, and the run
+# compiles again on the clock. `AccuracyClock` starts when `fit` starts, records the time,
 # step and hard IoU of every validation, and stops the run at the first validation with
 # IoU ≥ the target.
 
 # %%
 #| export fast_training
-import contextlib
+import dataclasses
 import time
 
 from pytorch_lightning.callbacks import Callback
 
-from nailseg_common.models import segmentation_loss
+from nailseg_common.training import make_trainer
 
 
-def autocast_to(profile: Profile):
-    """The autocast context of ``profile.precision``, as Lightning enters it around a step."""
-    dtype = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(profile.precision)
-    if dtype is None:
-        return contextlib.nullcontext()
-    return torch.autocast(profile.device.type, dtype=dtype)
-
-
-def loss_of(model: FastNailSegmentation, image: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
-    """The module's training loss on a batch, outside Lightning."""
-    return segmentation_loss(model(image), label, model.hparams.bce_weight, model.hparams.dice_weight)
-
-
-def validation_batch_sizes(samples: int, batch_size: int) -> list[int]:
-    """The batch sizes a validation pass over ``samples`` yields (the last may be smaller)."""
-    return sorted({min(batch_size, samples), samples % batch_size} - {0}, reverse=True)
-
-
-def warm_up(model: FastNailSegmentation, profile: Profile, valid_samples: int) -> float:
-    """Runs a training step's forward and backward and every validation batch size once on
-    ``profile.device`` (compiling and autotuning), then restores the weights; the seconds."""
-    device, size, batch = profile.device, profile.image_size, profile.batch_size
+def warm_up(model: FastNailSegmentation, datamodule: pl.LightningDataModule, profile: Profile) -> float:
+    """Meets every shape of a run the way the run meets it (a ``fit`` of two training steps
+    and one whole validation), which compiles and autotunes, then puts the weights back.
+    Returns the seconds it took."""
     state = {key: value.clone() for key, value in model.state_dict().items()}
-    model.to(device)
-    model.on_fit_start()  # channels_last, as in fit
-    image = torch.rand(batch, 3, size, size, device=device)
-    label = (torch.rand(batch, 1, size, size, device=device) > 0.5).float()
-    start = synchronized_now(device)
-    model.train()
-    with autocast_to(profile):
-        loss = loss_of(model, image, label)
-    loss.backward()
-    model.eval()
-    with torch.inference_mode(), autocast_to(profile):
-        for n in validation_batch_sizes(valid_samples, batch):
-            loss_of(model, image[:n], label[:n])
-    seconds = synchronized_now(device) - start
-    model.zero_grad(set_to_none=True)
+    trainer = make_trainer(dataclasses.replace(profile, max_steps=2), "warm_up", limit_train_batches=2,
+                           check_val_every_n_epoch=1, logger=False, enable_checkpointing=False,
+                           enable_progress_bar=False)
+    start = time.perf_counter()
+    trainer.fit(model, datamodule=datamodule)
+    seconds = time.perf_counter() - start
     model.load_state_dict(state)
-    model.train()
     return seconds
 
 # %%
 #| export fast_training
-from nailseg_common.training import make_trainer
-
-
 class AccuracyClock(Callback):
     """Seconds from the start of ``fit`` to every validation; stops at ``val_iou ≥ target``.
     ``fit_s``: the seconds of the whole ``fit``, once it has ended."""
@@ -411,12 +383,13 @@ class AccuracyClock(Callback):
 
 
 def time_to_accuracy(model: FastNailSegmentation, datamodule: pl.LightningDataModule,
-                     profile: Profile, target_iou: float, val_every_n_epochs: int = 1) -> dict:
-    """Fit ``model`` (warmed up before) until validation reaches ``target_iou`` (or
-    ``profile.max_steps``). Seconds are wall time from the start of ``fit``."""
+                     profile: Profile, target_iou: float) -> dict:
+    """Fit ``model`` (warmed up before) until validation, every ``profile.val_every_n_epochs``
+    epochs, reaches ``target_iou`` (or ``profile.max_steps``). Seconds are wall time from the
+    start of ``fit``."""
     clock = AccuracyClock(target_iou)
-    trainer = make_trainer(profile, "time_to_accuracy", check_val_every_n_epoch=val_every_n_epochs,
-                           enable_checkpointing=False, enable_progress_bar=False, callbacks=[clock])
+    trainer = make_trainer(profile, "time_to_accuracy", enable_checkpointing=False,
+                           enable_progress_bar=False, callbacks=[clock])
     trainer.fit(model, datamodule=datamodule)
     reached = clock.reached
     return {"max_steps": profile.max_steps, "fit_s": clock.fit_s,
@@ -437,7 +410,7 @@ pl.seed_everything(0, workers=True, verbose=False)
 model = FastNailSegmentation(encoder=fast.encoder, lr=fast.lr, max_steps=fast.max_steps,
                              warmup_steps=cfg.warmup_steps, compile_model=cfg.compile_model,
                              fused_optimizer=on_gpu)
-compile_s = warm_up(model, fast, valid_samples)
+compile_s = warm_up(model, training_datamodule(data, fast), fast)
 initial = {key: value.clone() for key, value in model.state_dict().items()}
 print(f"compilation and autotuning: {compile_s:.1f} s, apart from every measurement"
       + ("" if cfg.compile_model else " (compile_model is off: autotuning only)"))
@@ -474,8 +447,7 @@ steps.round(3)
 
 # %%
 model.load_state_dict(initial)
-run = time_to_accuracy(model, training_datamodule(data, fast), fast, target_iou,
-                       cfg.val_every_n_epochs)
+run = time_to_accuracy(model, training_datamodule(data, fast), fast, target_iou)
 outcome = (f"IoU {target_iou} after {run['seconds_to_target']:.1f} s "
            f"({run['steps_to_target']} steps)" if run["reached"]
            else f"never reached IoU {target_iou} (best {run['best_iou']:.3f})")
@@ -551,9 +523,8 @@ if run_pipelines:
 # ## Where the time goes: a profile of the fastest step
 #
 # When a target is missed, the reason should come from a measurement. `torch.profiler`
-# records `profile_steps` steps of the fastest step (outside Lightning, the same forward,
-# loss, backward and fused AdamW, on the compiled model) and the kernels are grouped by
-# what they do.
+# records `profile_steps` steps of the fastest step (the compiled model in the Trainer, on
+# resident batches, the first step left out) and the kernels are grouped by what they do.
 
 # %%
 #| export fast_training
@@ -561,6 +532,8 @@ import re
 
 import pandas as pd
 from torch.profiler import ProfilerActivity
+
+from nailseg_common.timing import without_validation_hint
 
 KERNEL_GROUPS = [  # first match wins; names of CUDA kernels and of CPU operators
     ("generated fused kernels (torch.compile)", r"triton"),
@@ -575,41 +548,45 @@ def kernel_group(name: str) -> str:
                 "other elementwise, normalisation and copies")
 
 
-def profile_step(model: FastNailSegmentation, profile: Profile, batch: dict, steps: int) -> pd.DataFrame:
-    """Device (or CPU) time per kernel group over ``steps`` training steps, in ms per step."""
+class KernelProfile(Callback):
+    """``torch.profiler`` over every training step of a ``fit`` but the first (``profiler``)."""
+
+    def __init__(self, on_gpu: bool):
+        self.profiler = torch.profiler.profile(
+            activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else []))
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step == 1:
+            self.profiler.start()
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        synchronized_now(pl_module.device)
+        self.profiler.stop()
+
+
+def profile_step(model: FastNailSegmentation, profile: Profile, resident, steps: int) -> pd.DataFrame:
+    """Device (or CPU) time per kernel group of ``steps`` training steps on ``resident``
+    batches (``resident_batches``), through the Trainer as in every run, in ms per step."""
     model.gpu_augmentation = None  # the bound's step: batches as they are
-    model.to(profile.device).train()
-    model.on_fit_start()  # channels_last, as in fit
-    optimizer = model.configure_optimizers()["optimizer"]
-    batch = model.on_after_batch_transfer(dict(batch), 0)
-    on_gpu = profile.device.type == "cuda"
-
-    def step():
-        with autocast_to(profile):
-            loss = loss_of(model, batch["image"], batch["label"])
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
-    step()
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
-    with torch.profiler.profile(activities=activities) as prof:
-        for _ in range(steps):
-            step()
-        synchronized_now(profile.device)
+    recorder = KernelProfile(profile.device.type == "cuda")
+    trainer = make_trainer(dataclasses.replace(profile, max_steps=steps + 1), "profile",
+                           limit_val_batches=0, logger=False, enable_checkpointing=False,
+                           enable_progress_bar=False, callbacks=[recorder])
+    with without_validation_hint():
+        trainer.fit(model, resident)
 
     def self_us(event) -> float:  # self time of kernels (GPU) or operators (CPU): none twice
-        if on_gpu:
+        if profile.device.type == "cuda":
             return event.self_device_time_total if event.device_type.name == "CUDA" else 0.0
         return event.self_cpu_time_total
 
     frame = pd.DataFrame([{"group": kernel_group(e.key), "ms per step": self_us(e) / 1e3 / steps}
-                          for e in prof.key_averages() if self_us(e) > 0])
+                          for e in recorder.profiler.key_averages() if self_us(e) > 0])
     return frame.groupby("group")["ms per step"].sum().sort_values(ascending=False).to_frame()
 
 
 # %%
-kernels = profile_step(model, fast, next(iter(resident[fast.batch_size])), profile_steps)
+kernels = profile_step(model, fast, resident[fast.batch_size], profile_steps)
 kernels["share"] = kernels["ms per step"] / kernels["ms per step"].sum()
 busy_ms = kernels["ms per step"].sum()
 wall_ms = 1e3 * fast.batch_size / steps["img/s"].iloc[-1]

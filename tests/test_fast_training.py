@@ -1,21 +1,22 @@
-"""Notebook 07's faster training: the warm-up leaves no trace, the validation shapes it
-warms up, and the clock that stops a run at its target."""
+"""Notebook 07's faster training: the warm-up meets a run's shapes through the Trainer and
+leaves no trace, the clock that stops a run at its target, and the kernel profile."""
 
 import dataclasses
 
 import pytest
+import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset
 
 from nailseg_common.fast_training import (
     AccuracyClock,
     FastNailSegmentation,
-    loss_of,
+    profile_step,
     reuse,
-    validation_batch_sizes,
     warm_up,
 )
 from nailseg_common.profiles import select_profile
+from nailseg_common.timing import resident_batches
 from nailseg_common.training import make_trainer
 
 SMOKE = dataclasses.replace(select_profile("smoke"), encoder="resnet18", image_size=64,
@@ -25,26 +26,6 @@ SMOKE = dataclasses.replace(select_profile("smoke"), encoder="resnet18", image_s
 def smoke_model(max_steps: int = 10) -> FastNailSegmentation:
     torch.manual_seed(0)
     return FastNailSegmentation(encoder=SMOKE.encoder, lr=1e-2, max_steps=max_steps)
-
-
-def test_warm_up_restores_every_weight_and_buffer_exactly():
-    model = smoke_model()
-    before = {key: value.clone() for key, value in model.state_dict().items()}
-    assert any("running_mean" in key for key in before), "batch norm statistics are checked too"
-    seconds = warm_up(model, SMOKE, valid_samples=6)
-    after = model.state_dict()
-    assert seconds > 0 and after.keys() == before.keys()
-    changed = [key for key in before if not torch.equal(before[key], after[key])]
-    assert changed == []
-    assert all(p.grad is None for p in model.parameters()) and model.training
-
-
-@pytest.mark.parametrize(("samples", "batch_size", "sizes"), [
-    (240, 64, [64, 48]), (240, 60, [60]), (240, 120, [120]), (5, 8, [5]), (8, 8, [8]),
-    (17, 8, [8, 1]), (120, 64, [64, 56]),
-])
-def test_validation_batch_sizes(samples, batch_size, sizes):
-    assert validation_batch_sizes(samples, batch_size) == sizes
 
 
 class RandomBatches(Dataset):
@@ -93,16 +74,6 @@ def test_reuse_hands_back_the_same_model_with_the_pipelines_augmentation():
     assert make_model(gpu_augmentation=None) is model and model.gpu_augmentation is None
 
 
-def test_the_loss_outside_lightning_is_the_training_steps():
-    model = smoke_model()
-    image = torch.rand(2, 3, SMOKE.image_size, SMOKE.image_size)
-    label = (torch.rand(2, 1, SMOKE.image_size, SMOKE.image_size) > 0.5).float()
-    torch.manual_seed(0)
-    loss = loss_of(model, image, label)
-    torch.manual_seed(0)
-    assert torch.allclose(loss, model.training_step({"image": image, "label": label}, 0))
-
-
 @pytest.mark.parametrize("name", ["smoke", "cpu", "gpu"])
 def test_every_profile_holds_the_faster_recipe(name, monkeypatch):
     monkeypatch.setattr("nailseg_common.profiles.gpu_available", lambda: True)
@@ -111,3 +82,66 @@ def test_every_profile_holds_the_faster_recipe(name, monkeypatch):
     assert 0 <= profile.warmup_steps < profile.fast_max_steps or profile.warmup_steps == 0
     assert profile.val_every_n_epochs >= 1 and profile.ddp_max_steps >= 1
     assert profile.compile_model == (profile.accelerator == "gpu")
+
+
+class RandomData(pl.LightningDataModule):
+    """Eight training and five validation pairs (a last validation batch of one)."""
+
+    def train_dataloader(self):
+        return DataLoader(RandomBatches(8, SMOKE.image_size), batch_size=SMOKE.batch_size)
+
+    def val_dataloader(self):
+        return DataLoader(RandomBatches(5, SMOKE.image_size), batch_size=SMOKE.batch_size)
+
+
+class ValidationShapes(pl.Callback):
+    def __init__(self):
+        self.training, self.validation = [], []
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self.training.append(len(batch["image"]))
+
+    def on_validation_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0):
+        self.validation.append(len(batch["image"]))
+
+
+def test_warm_up_meets_every_shape_through_the_trainer_and_restores_every_weight(tmp_path, monkeypatch):
+    monkeypatch.setenv("NAILSEG_RUNS_DIR", str(tmp_path))
+    model = smoke_model()
+    before = {key: value.clone() for key, value in model.state_dict().items()}
+    assert any("running_mean" in key for key in before), "batch norm statistics are checked too"
+    shapes = ValidationShapes()
+    monkeypatch.setattr("nailseg_common.training.run_logs.course_callbacks",
+                        _with_callback(shapes))
+    seconds = warm_up(model, RandomData(), SMOKE)
+    assert seconds > 0 and shapes.training == [4, 4] and shapes.validation == [4, 1]
+    after = model.state_dict()
+    assert after.keys() == before.keys()
+    assert [key for key in before if not torch.equal(before[key], after[key])] == []
+
+
+def _with_callback(extra: pl.Callback):
+    from nailseg_common import run_logs
+
+    original = run_logs.course_callbacks
+
+    def course_callbacks(profile, run_name, overrides):
+        callbacks, logger = original(profile, run_name, overrides)
+        return [*callbacks, extra], logger
+    return course_callbacks
+
+
+def test_profile_step_times_the_steps_after_the_first(tmp_path, monkeypatch):
+    monkeypatch.setenv("NAILSEG_RUNS_DIR", str(tmp_path))
+    resident = resident_batches(RandomData().train_dataloader(), torch.device("cpu"))
+    kernels = profile_step(smoke_model(), SMOKE, resident, steps=2)
+    assert list(kernels.columns) == ["ms per step"] and (kernels["ms per step"] > 0).all()
+    assert "convolutions and matrix products" in kernels.index
+
+
+def test_the_gpu_recipes_batch_divides_the_synthetic_split(monkeypatch):
+    """One validation shape, so one compiled validation graph: 60 divides 960 and 240."""
+    monkeypatch.setattr("nailseg_common.profiles.gpu_available", lambda: True)
+    gpu = select_profile("gpu")
+    train, valid = round(gpu.num_images * 0.8), round(gpu.num_images * 0.2)
+    assert train % gpu.fast_batch_size == 0 and valid % gpu.fast_batch_size == 0

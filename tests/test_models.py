@@ -2,6 +2,7 @@
 
 import dataclasses
 import math
+from pathlib import Path
 
 import pytest
 import segmentation_models_pytorch as smp
@@ -90,8 +91,8 @@ def test_two_step_fit_then_resume_continues_the_global_step():
     assert {"train_loss", "val_loss", "val_dice", "val_iou"} <= set(metrics.columns)
     assert metrics.notna().all().all()
     assert 0.0 <= metrics.loc[0, "val_dice"] <= 1.0
-    last = trainer.checkpoint_callback.last_model_path
-    assert last.endswith("last.ckpt") and trainer.checkpoint_callback.best_model_path
+    last = trainer.checkpoint_callback.best_model_path
+    assert Path(last).name.startswith("best-") and not list(Path(last).parent.glob("last*.ckpt"))
 
     resumed = make_trainer(dataclasses.replace(PROFILE, max_steps=4), "fit", enable_progress_bar=False)
     resumed.fit(LitNailSegmentation(ENCODER, lr=1e-3, max_steps=4), train, valid, ckpt_path=last)
@@ -175,3 +176,10 @@ def test_training_loss_is_lovasz_plus_cross_entropy_plus_soft_dice():
     # and p = 0.5 on 16 pixels, 8 of them nail: soft Dice (2·4 + 1) / (8 + 8 + 1) = 9/17
     assert segmentation_loss(logits, target).item() == pytest.approx(
         lovasz.item() + math.log(2) + 8 / 17)
+
+
+def test_the_trainer_validates_every_val_every_n_epochs_of_the_profile():
+    trainer = make_trainer(dataclasses.replace(PROFILE, val_every_n_epochs=3), "cadence",
+                           enable_progress_bar=False)
+    assert trainer.check_val_every_n_epoch == 3
+    assert make_trainer(PROFILE, "cadence", check_val_every_n_epoch=1).check_val_every_n_epoch == 1
