@@ -213,6 +213,8 @@ def profile_step(model: FastNailSegmentation, profile: Profile, resident, steps:
         trainer.fit(model, resident)
 
     def self_us(event) -> float:  # self time of kernels (GPU) or operators (CPU): none twice
+        if event.is_user_annotation:  # a named range (Lightning's optimizer step): not a kernel
+            return 0.0
         if profile.device.type == "cuda":
             return event.self_device_time_total if event.device_type.name == "CUDA" else 0.0
         return event.self_cpu_time_total

@@ -654,11 +654,10 @@ def make_trainer(profile: Profile, run_name: str, **overrides) -> pl.Trainer:
         torch.set_float32_matmul_precision("high")  # a global setting: TF32 for float32 matmuls
     callbacks, logger = run_logs.course_callbacks(profile, run_name, overrides)
     options = {
-        "accelerator": profile.accelerator, "devices": 1, "precision": profile.precision,
-        "max_steps": profile.max_steps, "max_epochs": -1,
+        "accelerator": profile.accelerator, "devices": 1, "precision": profile.precision, "max_epochs": -1,
+        "max_steps": profile.max_steps, "check_val_every_n_epoch": profile.val_every_n_epochs,
         "limit_train_batches": profile.max_train_batches or 1.0,
         "limit_val_batches": profile.max_valid_batches or 1.0,
-        "check_val_every_n_epoch": profile.val_every_n_epochs,
         "default_root_dir": runs_dir() / profile.name / run_name, "logger": logger,
         "log_every_n_steps": 1,  # only epoch metrics are logged; avoids the "few batches" hint
         "num_sanity_val_steps": 0, "enable_model_summary": False, "enable_progress_bar": False,
