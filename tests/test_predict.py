@@ -1,0 +1,213 @@
+"""``python -m nailseg_common.predict``: masks and overlays for new photos, mirrored folders,
+EXIF orientation, and one clear line for each input it cannot use. A tiny model (mobilenet_v2,
+one step at 32 px) saved as notebook 02's best checkpoint."""
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from torch import nn
+from torch.utils.data import DataLoader
+
+from nailseg_common.models import LitNailSegmentation
+from nailseg_common.predict import main, predict_mask
+from nailseg_common.profiles import select_profile
+from nailseg_common.training import make_trainer
+
+ENCODER, SIZE = "mobilenet_v2", 32
+ORIENTATION = 0x0112
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    """A one-step run logged as notebook 02's in the smoke profile: its best checkpoint."""
+    runs = tmp_path_factory.mktemp("runs")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NAILSEG_RUNS_DIR", str(runs))
+        profile = select_profile("smoke", image_size=SIZE, encoder=ENCODER, max_steps=1,
+                                 max_train_batches=1, max_valid_batches=1)
+        batch = {"image": torch.randint(0, 256, (2, 3, SIZE, SIZE), dtype=torch.uint8),
+                 "label": torch.zeros(2, 1, SIZE, SIZE, dtype=torch.uint8)}
+        loader = DataLoader([batch], batch_size=None)
+        trainer = make_trainer(profile, "02_lightning_baseline")
+        trainer.fit(LitNailSegmentation(ENCODER, max_steps=1), loader, loader)
+    best = Path(trainer.checkpoint_callback.best_model_path)
+    assert best.name.startswith("best-")
+    return SimpleNamespace(runs=runs, checkpoint=best)
+
+
+def photo(path: Path, width: int = 40, height: int = 30, orientation: int | None = None) -> Path:
+    """A random RGB photo saved by its suffix, with an EXIF orientation when given."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pixels = np.random.default_rng(0).integers(0, 256, (height, width, 3), dtype=np.uint8)
+    exif = Image.Exif()
+    if orientation:
+        exif[ORIENTATION] = orientation
+    Image.fromarray(pixels).save(path, exif=exif)
+    return path
+
+
+def predict(capsys, images, out, *options, checkpoint=None):
+    """``main``'s exit status, stdout and stderr for one run on ``images``."""
+    extra = [] if checkpoint is None else ["--checkpoint", str(checkpoint)]
+    code = main([str(images), str(out), "--profile", "smoke", "--image-size", str(SIZE),
+                 "--device", "cpu", *extra, *options])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def files(folder: Path) -> set[str]:
+    return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_nested_folders_are_mirrored_with_one_mask_and_one_overlay_per_photo(
+        model, tmp_path, capsys):
+    images, out = tmp_path / "photos", tmp_path / "out"
+    for name in ("a.jpg", "left/b.PNG", "left/deep/c.JPEG", "right/d.png"):
+        photo(images / name)
+    (images / "notes.txt").write_text("not a photo")
+    photo(images / ".hidden.jpg")
+    photo(images / ".thumbnails" / "e.jpg")
+    code, stdout, err = predict(capsys, images, out, checkpoint=model.checkpoint)
+    assert code == 0, err
+    assert files(out) == {"a.png", "a_overlay.jpg", "left/b.png", "left/b_overlay.jpg",
+                          "left/deep/c.png", "left/deep/c_overlay.jpg", "right/d.png",
+                          "right/d_overlay.jpg"}, "no temporary file left, nothing else read"
+    assert "4 of 4 photos" in stdout and str(out) in stdout
+    mask = Image.open(out / "left/deep/c.png")
+    assert mask.mode == "L" and mask.size == (40, 30)
+    assert Image.open(out / "left/deep/c_overlay.jpg").size == (40, 30)
+
+
+def test_the_mask_has_the_displayed_size_of_an_exif_rotated_photo(model, tmp_path, capsys):
+    rotated = photo(tmp_path / "phone.jpg", width=48, height=32, orientation=6)
+    assert Image.open(rotated).size == (48, 32), "stored sideways"
+    out = tmp_path / "out"
+    code, _, err = predict(capsys, rotated, out, checkpoint=model.checkpoint)  # one file
+    assert code == 0, err
+    mask = np.asarray(Image.open(out / "phone.png"))
+    assert mask.shape == (48, 32), "height and width swapped, as a viewer shows it"
+    assert set(np.unique(mask)) <= {0, 255}
+    assert Image.open(out / "phone_overlay.jpg").size == (32, 48)
+
+
+class LeftHalf(nn.Module):
+    """Logits of a nail on the left half of the square the model sees."""
+
+    def forward(self, image):
+        assert image.shape == (1, 3, SIZE, SIZE) and image.dtype == torch.uint8
+        logits = torch.full((1, 1, SIZE, SIZE), -20.0)
+        logits[..., : SIZE // 2] = 20.0
+        return logits
+
+
+def test_probabilities_are_upsampled_bilinearly_to_the_photo_then_thresholded():
+    rgb = np.zeros((50, 70, 3), np.uint8)
+    mask = predict_mask(LeftHalf(), rgb, SIZE, torch.device("cpu"))
+    assert mask.shape == (50, 70) and mask.dtype == np.uint8
+    # 0.5 falls half-way between input columns 15 and 16: output column 34.5 of 70
+    assert (mask[:, :35] == 255).all() and (mask[:, 35:] == 0).all()
+
+
+def test_a_corrupt_photo_is_named_and_skipped_and_the_others_are_written(
+        model, tmp_path, capsys):
+    images, out = tmp_path / "photos", tmp_path / "out"
+    photo(images / "good.jpg")
+    (images / "sub").mkdir()
+    (images / "sub" / "broken.jpg").write_bytes(b"\xff\xd8 not really a JPEG")
+    photo(images / "sub" / "fine.png")
+    code, stdout, err = predict(capsys, images, out, checkpoint=model.checkpoint)
+    assert code == 1
+    assert "broken.jpg" in err and "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("error: 1 unreadable photos skipped")
+    assert files(out) == {"good.png", "good_overlay.jpg", "sub/fine.png", "sub/fine_overlay.jpg"}
+    assert "2 of 3 photos" in stdout
+
+
+def foreign_state_dict(path: Path) -> Path:
+    torch.save(nn.Linear(3, 1).state_dict(), path)
+    return path
+
+
+def other_lightning_module(path: Path) -> Path:
+    """What Lightning saves for another module that also has an ``encoder`` hyperparameter."""
+    torch.save({"pytorch-lightning_version": "2.6.6", "hyper_parameters": {"encoder": ENCODER},
+                "state_dict": nn.Conv2d(3, 1, 3).state_dict()}, path)
+    return path
+
+
+def text_file(path: Path) -> Path:
+    path.write_text("not a checkpoint")
+    return path
+
+
+@pytest.mark.parametrize("make", [foreign_state_dict, other_lightning_module, text_file])
+def test_a_checkpoint_of_another_model_is_refused_in_one_line(make, model, tmp_path, capsys):
+    photo(tmp_path / "photos" / "a.jpg")
+    checkpoint = make(tmp_path / "other.ckpt")
+    code, _, err = predict(capsys, tmp_path / "photos", tmp_path / "out", checkpoint=checkpoint)
+    assert code == 2
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert str(checkpoint) in err and "notebook 02 or 04" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_folder_empty_folder_and_missing_checkpoint_say_which_path(
+        model, tmp_path, capsys):
+    missing, empty, out = tmp_path / "nowhere", tmp_path / "empty", tmp_path / "out"
+    (empty / "sub").mkdir(parents=True)
+    (empty / "sub" / "notes.txt").write_text("no photo here")
+    photo(tmp_path / "photos" / "a.jpg")
+    cases = [(missing, model.checkpoint, missing, "does not exist"),
+             (empty, model.checkpoint, empty, ".jpg, .jpeg"),
+             (tmp_path / "photos", tmp_path / "missing.ckpt", tmp_path / "missing.ckpt",
+              "not a file")]
+    for images, checkpoint, named, says in cases:
+        code, _, err = predict(capsys, images, out, checkpoint=checkpoint)
+        assert code == 2, err
+        assert err.count("\n") == 1 and "Traceback" not in err
+        assert str(named) in err and says in err
+    assert not out.exists()
+
+
+def test_without_a_checkpoint_the_newest_of_the_profile_is_used_or_the_notebook_named(
+        model, tmp_path, capsys, monkeypatch):
+    photo(tmp_path / "photos" / "a.jpg")
+    monkeypatch.setenv("NAILSEG_RUNS_DIR", str(tmp_path / "no_runs"))
+    code, _, err = predict(capsys, tmp_path / "photos", tmp_path / "out")
+    assert code == 2 and err.count("\n") == 1
+    assert "run notebook 02" in err and "--checkpoint" in err
+    monkeypatch.setenv("NAILSEG_RUNS_DIR", str(model.runs))
+    code, stdout, err = predict(capsys, tmp_path / "photos", tmp_path / "out")
+    assert code == 0, err
+    assert str(model.checkpoint) in stdout and (tmp_path / "out" / "a.png").is_file()
+
+
+def test_out_inside_images_is_not_read_again(model, tmp_path, capsys):
+    images = tmp_path / "photos"
+    photo(images / "a.jpg")
+    photo(images / "sub" / "b.png")
+    out = images / "masks"
+    for _ in range(2):
+        code, stdout, err = predict(capsys, images, out, checkpoint=model.checkpoint)
+        assert code == 0, err
+        assert "2 of 2 photos" in stdout
+    assert files(out) == {"a.png", "a_overlay.jpg", "sub/b.png", "sub/b_overlay.jpg"}
+    code, _, err = predict(capsys, images, images, checkpoint=model.checkpoint)
+    assert code == 2 and "IMAGES itself" in err
+
+
+def test_an_interrupted_write_leaves_no_half_written_file(model, tmp_path, capsys, monkeypatch):
+    photo(tmp_path / "photos" / "a.jpg")
+
+    def interrupted(image, target, *args, **kwargs):
+        Path(target).write_bytes(b"\x89PNG half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Image.Image, "save", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        predict(capsys, tmp_path / "photos", tmp_path / "out", checkpoint=model.checkpoint)
+    assert files(tmp_path / "out") == set()
