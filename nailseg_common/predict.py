@@ -8,8 +8,10 @@ the photo (its EXIF orientation applied, as preparation reads it), and
 to its training side, as validation does; its probabilities are upsampled bilinearly to the
 photo's size and thresholded at 0.5.
 
-The model is ``--checkpoint``, else :func:`default_checkpoint`. Hidden files and folders (as
-in preparation) and OUT, when it lies inside IMAGES, are not read. Each file is written under
+The model is ``--checkpoint``, else :func:`default_checkpoint`; it sees photos at
+``--image-size``, else at the side its run was trained at (:func:`trained_image_size`), else
+at the profile's ``image_size``. Hidden files and folders (as in preparation) and OUT, when
+it lies inside IMAGES, are not read. Each file is written under
 a temporary hidden name and renamed into place, so an interrupted run leaves no half-written
 file.
 
@@ -31,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+import yaml
 from PIL import Image
 from torch import nn
 
@@ -67,6 +70,17 @@ def default_checkpoint(profile: Profile) -> Path:
                         f"{runs_dir() / profile.name}: run notebook 02 (or 04) in this profile "
                         "first, or pass --checkpoint PATH (a best-*.ckpt).")
     return found
+
+
+def trained_image_size(checkpoint: Path) -> int | None:
+    """The image side of the run that wrote ``checkpoint``: the profile its CSV log recorded
+    (``<run>/version_N/hparams.yaml`` beside ``checkpoints/``); None when there is no such log."""
+    logged = checkpoint.parent.parent / "hparams.yaml"
+    try:
+        size = (yaml.safe_load(logged.read_text()) or {}).get("profile", {}).get("image_size")
+    except (OSError, yaml.YAMLError, AttributeError):
+        return None
+    return size if isinstance(size, int) and size > 0 else None
 
 
 def load_model(checkpoint: Path) -> LitNailSegmentation:
@@ -180,9 +194,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "the default --image-size (default: $NAILSEG_PROFILE, else chosen "
                              "from the hardware)")
     parser.add_argument("--image-size", type=int, default=None,
-                        help="side of the square the model sees, a multiple of 32: the one it "
-                             "was trained at, the profile's image_size (default; smoke 64, cpu "
-                             "96, gpu 384)")
+                        help="side of the square the model sees, a multiple of 32 (default: "
+                             "the side its run was trained at, read from the run's hparams.yaml, "
+                             "else the profile's image_size: smoke 64, cpu 96, gpu 384)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                         help="where the model runs (default: auto, the GPU when there is one)")
     args = parser.parse_args(argv)
@@ -206,12 +220,13 @@ def predict(args: argparse.Namespace) -> int:
     paths = output_paths(photos, images.parent if images.is_file() else images, out)
     device = choose_device(args.device)
     try:  # only the profile's name and image_size matter here; --device says where to run
-        profile = select_profile(args.profile, accelerator="cpu", image_size=args.image_size)
+        profile = select_profile(args.profile, accelerator="cpu")
         checkpoint = (resolve_checkpoint(args.checkpoint, profile) if args.checkpoint
                       else default_checkpoint(profile))
     except (ValueError, FileNotFoundError) as error:
         raise DataError(str(error)) from None
     model = load_model(checkpoint).to(device)
+    image_size = args.image_size or trained_image_size(checkpoint) or profile.image_size
     skipped = []
     with torch.inference_mode():
         for photo, targets in progress(paths.items(), "masks", total=len(paths)):
@@ -221,10 +236,10 @@ def predict(args: argparse.Namespace) -> int:
                 print(f"warning: skipped: {error}", file=sys.stderr)
                 skipped.append(photo)
                 continue
-            write_outputs(rgb, predict_mask(model, rgb, profile.image_size, device), targets)
+            write_outputs(rgb, predict_mask(model, rgb, image_size, device), targets)
     print(f"{len(photos) - len(skipped)} of {len(photos)} photos have a mask under {out} "
           f"(<stem>{MASK_SUFFIX} and <stem>{OVERLAY_SUFFIX}); model {checkpoint} at "
-          f"{profile.image_size}x{profile.image_size} on {device}.")
+          f"{image_size}x{image_size} on {device}.")
     if skipped:
         print(f"error: {len(skipped)} unreadable photos skipped: "
               + ", ".join(map(str, skipped)), file=sys.stderr)

@@ -211,3 +211,22 @@ def test_an_interrupted_write_leaves_no_half_written_file(model, tmp_path, capsy
     with pytest.raises(KeyboardInterrupt):
         predict(capsys, tmp_path / "photos", tmp_path / "out", checkpoint=model.checkpoint)
     assert files(tmp_path / "out") == set()
+
+
+def test_the_side_the_run_was_trained_at_is_read_from_its_log_unless_given(
+        model, tmp_path, capsys):
+    """The fixture's run logged a 32 px profile; the smoke profile says 64."""
+    images = tmp_path / "photos"
+    photo(images / "a.jpg")
+    code = main([str(images), str(tmp_path / "out"), "--profile", "smoke", "--device", "cpu",
+                 "--checkpoint", str(model.checkpoint)])
+    assert code == 0 and f"at {SIZE}x{SIZE} on cpu" in capsys.readouterr().out
+    copied = tmp_path / "elsewhere" / "best.ckpt"  # out of its run folder: no log beside it
+    copied.parent.mkdir()
+    copied.write_bytes(model.checkpoint.read_bytes())
+    code = main([str(images), str(tmp_path / "out2"), "--profile", "smoke", "--device", "cpu",
+                 "--checkpoint", str(copied)])
+    assert code == 0 and "at 64x64 on cpu" in capsys.readouterr().out
+    code = main([str(images), str(tmp_path / "out3"), "--profile", "smoke", "--device", "cpu",
+                 "--checkpoint", str(copied), "--image-size", "96"])
+    assert code == 0 and "at 96x96 on cpu" in capsys.readouterr().out
