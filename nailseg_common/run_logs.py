@@ -82,10 +82,12 @@ def steady_epoch_seconds(metrics: pd.DataFrame) -> float:
 
 
 def run_summary(metrics: pd.DataFrame) -> dict:
-    """A run's epochs, its last validation Dice and IoU, and its :func:`steady_epoch_seconds`."""
+    """A run's training epochs, its last validation Dice and IoU (a ``validate`` after the
+    fit included), and its :func:`steady_epoch_seconds`."""
     validated = metrics.dropna(subset=["val_dice"])
-    return {"epochs": len(metrics), "val_dice": validated["val_dice"].iloc[-1],
-            "val_iou": validated["val_iou"].iloc[-1], "s / epoch": steady_epoch_seconds(metrics)}
+    return {"epochs": int(metrics["train_loss"].notna().sum()),
+            "val_dice": validated["val_dice"].iloc[-1], "val_iou": validated["val_iou"].iloc[-1],
+            "s / epoch": steady_epoch_seconds(metrics)}
 
 
 def latest_run_metrics(profile: Profile, run_name: str) -> tuple[pd.DataFrame, str] | None:

@@ -4,13 +4,14 @@ import dataclasses
 import math
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import segmentation_models_pytorch as smp
 import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from nailseg_common import models, training
+from nailseg_common import models, run_logs, training
 from nailseg_common.losses import symmetric_lovasz
 from nailseg_common.models import LitNailSegmentation, create_model, segmentation_loss
 from nailseg_common.profiles import PROFILES
@@ -183,3 +184,12 @@ def test_the_trainer_validates_every_val_every_n_epochs_of_the_profile():
                            enable_progress_bar=False)
     assert trainer.check_val_every_n_epoch == 3
     assert make_trainer(PROFILE, "cadence", check_val_every_n_epoch=1).check_val_every_n_epoch == 1
+
+
+def test_run_summary_counts_training_epochs_and_takes_the_last_validation():
+    metrics = pd.DataFrame({"train_loss": [1.0, 0.8, 0.6, None], "epoch_s": [3.0, 2.0, 2.2, None],
+                            "val_dice": [None, None, 0.7, 0.75], "val_iou": [None, None, 0.5, 0.6]},
+                           index=pd.Index([0, 1, 2, 3], name="epoch"))  # 3: validate() after fit
+    summary = run_logs.run_summary(metrics)
+    assert summary["epochs"] == 3 and summary["val_dice"] == 0.75 and summary["val_iou"] == 0.6
+    assert summary["s / epoch"] == 2.1  # median of epochs 1 and 2, the first left out
