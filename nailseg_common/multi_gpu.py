@@ -6,8 +6,10 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import dataclasses
 import json
 import os
+import time
 import warnings
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from torch.profiler import ProfilerActivity, profile
 from nailseg_common.atomic import write_json
 from nailseg_common.clock import synchronized_now
 from nailseg_common.dali_pipelines import DALINailDataModule, sample_names, split_files
-from nailseg_common.fast_training import AccuracyClock, FastNailSegmentation, warm_up
+from nailseg_common.fast_training import AccuracyClock, FastNailSegmentation
 from nailseg_common.paths import DataLocation
 from nailseg_common.preparation import ensure_prepared, read_split
 from nailseg_common.profiles import Profile
@@ -174,6 +176,20 @@ def run_trainer(args: argparse.Namespace, profile: Profile, **options) -> pl.Tra
                         enable_checkpointing=False, enable_progress_bar=False, **options)
 
 
+def warm_up_ranks(args: argparse.Namespace, profile: Profile, model: pl.LightningModule,
+                  location: DataLocation) -> float:
+    """Notebook 07's warm-up on this script's devices: a ``fit`` of two steps and one whole
+    validation through :func:`run_trainer` (so DDP too), then the weights put back; seconds."""
+    state = {key: value.clone() for key, value in model.state_dict().items()}
+    trainer = run_trainer(args, dataclasses.replace(profile, max_steps=2), limit_train_batches=2,
+                          check_val_every_n_epoch=1, logger=False)
+    start = time.perf_counter()
+    trainer.fit(model, datamodule=DALINailDataModule(location, profile, seed=args.seed))
+    seconds = time.perf_counter() - start
+    model.load_state_dict(state)
+    return seconds
+
+
 def train(args: argparse.Namespace, profile: Profile, location: DataLocation) -> dict | None:
     """Fit until ``args.target_iou``, on every rank; rank 0 returns (and writes) the results."""
     if profile.accelerator == "gpu":
@@ -191,9 +207,8 @@ def train(args: argparse.Namespace, profile: Profile, location: DataLocation) ->
                           callbacks=[c for c in (clock, speed, ledger, step_profile) if c])
     if local_rank() == 0:
         warn_if_padded(len(train_names), args.devices, profile.batch_size)
-    valid_sizes = sorted(set(shard_sizes(len(read_split(location, "valid")), args.devices)))
     with torch._dynamo.config.patch(optimize_ddp=False):  # restored when the block ends
-        compile_s = sum(warm_up(model, profile, size) for size in valid_sizes)
+        compile_s = warm_up_ranks(args, profile, model, location)
         trainer.fit(model, datamodule=DALINailDataModule(location, profile, seed=args.seed,
                                                          sample_ids=args.record_samples))
     checkpoint = Path(trainer.default_root_dir) / "final.ckpt"  # weights, no optimizer state

@@ -395,8 +395,9 @@ class StepProfile(Callback):
 # `train` is notebook 07's time to accuracy, made to run once per rank. Every process
 # takes its GPU before anything touches CUDA, seeds (so every rank builds the same initial
 # weights; DDP also copies rank 0's at the start), and warms its model up on every shape it
-# will meet: a training step and the validation batches of each shard size (a rank reads
-# every shard in turn). Compilation stays out of the timed `fit`. The model is compiled
+# will meet the way the run meets it, as notebook 07 does: a `fit` of two steps and one whole
+# validation through the same kind of `Trainer` (`warm_up_ranks`), then the weights put
+# back. Compilation stays out of the timed `fit`. The model is compiled
 # outside DDP, as one graph: `torch._dynamo.config.patch(optimize_ddp=False)` sets a global
 # compiler flag for the `with` block only and restores it after (so the gradients are
 # all-reduced after the backward, not during it). After `fit`, every rank takes part in
@@ -405,11 +406,13 @@ class StepProfile(Callback):
 # %%
 #| export multi_gpu
 import argparse
+import dataclasses
+import time
 
 import pytorch_lightning as pl
 
 from nailseg_common.dali_pipelines import DALINailDataModule, split_files
-from nailseg_common.fast_training import AccuracyClock, FastNailSegmentation, warm_up
+from nailseg_common.fast_training import AccuracyClock, FastNailSegmentation
 from nailseg_common.paths import DataLocation
 from nailseg_common.preparation import ensure_prepared, read_split
 from nailseg_common.profiles import Profile
@@ -422,6 +425,20 @@ def run_trainer(args: argparse.Namespace, profile: Profile, **options) -> pl.Tra
     return make_trainer(profile, args.run_name, devices=args.devices,
                         strategy="ddp" if args.devices > 1 else "auto",
                         enable_checkpointing=False, enable_progress_bar=False, **options)
+
+
+def warm_up_ranks(args: argparse.Namespace, profile: Profile, model: pl.LightningModule,
+                  location: DataLocation) -> float:
+    """Notebook 07's warm-up on this script's devices: a ``fit`` of two steps and one whole
+    validation through :func:`run_trainer` (so DDP too), then the weights put back; seconds."""
+    state = {key: value.clone() for key, value in model.state_dict().items()}
+    trainer = run_trainer(args, dataclasses.replace(profile, max_steps=2), limit_train_batches=2,
+                          check_val_every_n_epoch=1, logger=False)
+    start = time.perf_counter()
+    trainer.fit(model, datamodule=DALINailDataModule(location, profile, seed=args.seed))
+    seconds = time.perf_counter() - start
+    model.load_state_dict(state)
+    return seconds
 
 # %%
 #| export multi_gpu
@@ -442,9 +459,8 @@ def train(args: argparse.Namespace, profile: Profile, location: DataLocation) ->
                           callbacks=[c for c in (clock, speed, ledger, step_profile) if c])
     if local_rank() == 0:
         warn_if_padded(len(train_names), args.devices, profile.batch_size)
-    valid_sizes = sorted(set(shard_sizes(len(read_split(location, "valid")), args.devices)))
     with torch._dynamo.config.patch(optimize_ddp=False):  # restored when the block ends
-        compile_s = sum(warm_up(model, profile, size) for size in valid_sizes)
+        compile_s = warm_up_ranks(args, profile, model, location)
         trainer.fit(model, datamodule=DALINailDataModule(location, profile, seed=args.seed,
                                                          sample_ids=args.record_samples))
     checkpoint = Path(trainer.default_root_dir) / "final.ckpt"  # weights, no optimizer state
