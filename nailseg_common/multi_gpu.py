@@ -16,6 +16,7 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import Callback
+from pytorch_lightning.strategies import DDPStrategy
 from torch.profiler import ProfilerActivity, profile
 
 from nailseg_common.atomic import write_json
@@ -25,7 +26,7 @@ from nailseg_common.fast_training import AccuracyClock, FastNailSegmentation
 from nailseg_common.paths import DataLocation
 from nailseg_common.preparation import ensure_prepared, read_split
 from nailseg_common.profiles import Profile
-from nailseg_common.train_arguments import parse_args, run_record
+from nailseg_common.train_arguments import ddp_options, parse_args, run_record
 from nailseg_common.training import TrainingSpeed, make_trainer
 
 
@@ -170,9 +171,10 @@ class StepProfile(Callback):
 
 
 def run_trainer(args: argparse.Namespace, profile: Profile, **options) -> pl.Trainer:
-    """:func:`make_trainer` on ``args.devices`` devices, DDP when there are several."""
-    return make_trainer(profile, args.run_name, devices=args.devices,
-                        strategy="ddp" if args.devices > 1 else "auto",
+    """:func:`make_trainer` on ``args.devices`` devices, DDP (with ``ddp_options``) when there
+    are several."""
+    strategy = DDPStrategy(**ddp_options(args)) if args.devices > 1 else "auto"
+    return make_trainer(profile, args.run_name, devices=args.devices, strategy=strategy,
                         enable_checkpointing=False, enable_progress_bar=False, **options)
 
 

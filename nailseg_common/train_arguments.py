@@ -55,6 +55,13 @@ def argument_parser() -> argparse.ArgumentParser:
     add("--val-every-n-epochs", type=int, help="validate every n epochs (default: the profile's)")
     add("--compile", action=argparse.BooleanOptionalAction, help="torch.compile the U-Net; the "
         "loss stays eager (default: the profile's compile_model)")
+    add("--bucket-cap-mb", type=float, help="DDP's gradient bucket size in MiB; a compiled "
+        "model's graph is split at bucket boundaries (default: PyTorch's, 25)")
+    add("--static-graph", action=argparse.BooleanOptionalAction, default=False, help="tell DDP "
+        "that every step uses the same parameters in the same order, so it can plan the "
+        "all-reduce once")
+    add("--gradient-as-bucket-view", action=argparse.BooleanOptionalAction, default=False,
+        help="let gradients be views into DDP's buckets (no copy into them after the backward)")
     add("--record-samples", action="store_true", help="record every training sample's file "
         "and check that each epoch covers the training set once")
     add("--profile-epoch", type=int, help="profile a few training steps of this epoch on rank 0 "
@@ -93,6 +100,8 @@ def argument_problem(args: argparse.Namespace, profile: Profile) -> str | None:
     if profile.accelerator == "gpu" and args.devices > gpus:
         return (f"--devices {args.devices} but this machine shows {gpus} GPU(s): use "
                 f"--devices {gpus} or fewer (check CUDA_VISIBLE_DEVICES), or --accelerator cpu.")
+    if args.bucket_cap_mb is not None and args.bucket_cap_mb <= 0:
+        return f"--bucket-cap-mb {args.bucket_cap_mb}: give a size above 0 (PyTorch's is 25)."
     if args.validate and (args.record_samples or args.profile_epoch is not None):
         return ("--record-samples and --profile-epoch look at training batches: drop them "
                 "with --validate.")
@@ -100,6 +109,16 @@ def argument_problem(args: argparse.Namespace, profile: Profile) -> str | None:
         return (f"--validate {args.validate}: no such checkpoint; train first (without "
                 "--validate) and pass the checkpoint path its results name.")
     return None
+
+
+def ddp_options(args: argparse.Namespace) -> dict:
+    """The keyword arguments the arguments give ``DistributedDataParallel`` (through
+    Lightning's ``DDPStrategy``); PyTorch's defaults for what was not given."""
+    options = {"static_graph": args.static_graph,
+               "gradient_as_bucket_view": args.gradient_as_bucket_view}
+    if args.bucket_cap_mb is not None:
+        options["bucket_cap_mb"] = args.bucket_cap_mb
+    return options
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Profile]:

@@ -391,6 +391,9 @@ class StepProfile(Callback):
 # problems caught before anything starts, each with its fix (DALI missing, more devices than
 # GPUs, the Kornia pipeline, whose `BatchSampler` DDP would replace with one that yields
 # single images). The batch size is per device, and the learning rate is used as given.
+# Three options go to PyTorch's `DistributedDataParallel` (`ddp_options`), to be measured
+# one at a time: `--bucket-cap-mb` (the size of the gradient buckets that are all-reduced
+# while the backward still runs), `--static-graph` and `--gradient-as-bucket-view`.
 #
 # `train` is notebook 07's time to accuracy, made to run once per rank. Every process
 # takes its GPU before anything touches CUDA, seeds (so every rank builds the same initial
@@ -410,20 +413,22 @@ import dataclasses
 import time
 
 import pytorch_lightning as pl
+from pytorch_lightning.strategies import DDPStrategy
 
 from nailseg_common.dali_pipelines import DALINailDataModule, split_files
 from nailseg_common.fast_training import AccuracyClock, FastNailSegmentation
 from nailseg_common.paths import DataLocation
 from nailseg_common.preparation import ensure_prepared, read_split
 from nailseg_common.profiles import Profile
-from nailseg_common.train_arguments import parse_args, run_record
+from nailseg_common.train_arguments import ddp_options, parse_args, run_record
 from nailseg_common.training import TrainingSpeed, make_trainer
 
 
 def run_trainer(args: argparse.Namespace, profile: Profile, **options) -> pl.Trainer:
-    """:func:`make_trainer` on ``args.devices`` devices, DDP when there are several."""
-    return make_trainer(profile, args.run_name, devices=args.devices,
-                        strategy="ddp" if args.devices > 1 else "auto",
+    """:func:`make_trainer` on ``args.devices`` devices, DDP (with ``ddp_options``) when there
+    are several."""
+    strategy = DDPStrategy(**ddp_options(args)) if args.devices > 1 else "auto"
+    return make_trainer(profile, args.run_name, devices=args.devices, strategy=strategy,
                         enable_checkpointing=False, enable_progress_bar=False, **options)
 
 

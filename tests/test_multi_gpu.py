@@ -205,3 +205,18 @@ def test_without_dali_the_message_says_where_it_runs(capsys, monkeypatch):
     monkeypatch.setattr(train_arguments, "dali_available", lambda: False)
     monkeypatch.setattr(dali_support, "IMPORT_ERROR", ImportError("No module named 'nvidia.dali'"))
     assert "Linux" in refusal(capsys, ["--profile", "smoke"])
+
+
+def test_ddp_options_reach_distributed_data_parallel_only_when_given():
+    from nailseg_common.train_arguments import ddp_options
+
+    args, _ = parse_args(["--profile", "smoke"])
+    assert ddp_options(args) == {"static_graph": False, "gradient_as_bucket_view": False}
+    args, _ = parse_args(["--profile", "smoke", "--bucket-cap-mb", "100", "--static-graph",
+                          "--gradient-as-bucket-view"])
+    assert ddp_options(args) == {"static_graph": True, "gradient_as_bucket_view": True,
+                                 "bucket_cap_mb": 100.0}
+
+
+def test_a_bucket_of_no_size_is_refused_with_the_default(capsys):
+    assert "PyTorch's is 25" in refusal(capsys, ["--profile", "smoke", "--bucket-cap-mb", "0"])
