@@ -205,7 +205,7 @@ def train(args: argparse.Namespace, profile: Profile, location: DataLocation) ->
     train_names = [Path(path).stem for path in split_files(location, "train")[0]]
     ledger, step_profile = (SampleLedger(train_names) if args.record_samples else None,
                             None if args.profile_epoch is None else StepProfile(args.profile_epoch))
-    trainer = run_trainer(args, profile, check_val_every_n_epoch=profile.val_every_n_epochs,
+    trainer = run_trainer(args, profile,  # validates every profile.val_every_n_epochs epochs
                           callbacks=[c for c in (clock, speed, ledger, step_profile) if c])
     if local_rank() == 0:
         warn_if_padded(len(train_names), args.devices, profile.batch_size)

@@ -8,6 +8,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from nailseg_common import run_logs
 from nailseg_common.fast_training import (
     AccuracyClock,
     FastNailSegmentation,
@@ -105,30 +106,28 @@ class ValidationShapes(pl.Callback):
         self.validation.append(len(batch["image"]))
 
 
-def test_warm_up_meets_every_shape_through_the_trainer_and_restores_every_weight(tmp_path, monkeypatch):
-    monkeypatch.setenv("NAILSEG_RUNS_DIR", str(tmp_path))
-    model = smoke_model()
-    before = {key: value.clone() for key, value in model.state_dict().items()}
-    assert any("running_mean" in key for key in before), "batch norm statistics are checked too"
-    shapes = ValidationShapes()
-    monkeypatch.setattr("nailseg_common.training.run_logs.course_callbacks",
-                        _with_callback(shapes))
-    seconds = warm_up(model, RandomData(), SMOKE)
-    assert seconds > 0 and shapes.training == [4, 4] and shapes.validation == [4, 1]
-    after = model.state_dict()
-    assert after.keys() == before.keys()
-    assert [key for key in before if not torch.equal(before[key], after[key])] == []
-
-
-def _with_callback(extra: pl.Callback):
-    from nailseg_common import run_logs
-
+def with_callback(extra: pl.Callback):
+    """``run_logs.course_callbacks`` that also adds ``extra`` to every course Trainer."""
     original = run_logs.course_callbacks
 
     def course_callbacks(profile, run_name, overrides):
         callbacks, logger = original(profile, run_name, overrides)
         return [*callbacks, extra], logger
     return course_callbacks
+
+
+def test_warm_up_meets_every_shape_through_the_trainer_and_restores_every_weight(tmp_path, monkeypatch):
+    monkeypatch.setenv("NAILSEG_RUNS_DIR", str(tmp_path))
+    model = smoke_model()
+    before = {key: value.clone() for key, value in model.state_dict().items()}
+    assert any("running_mean" in key for key in before), "batch norm statistics are checked too"
+    shapes = ValidationShapes()
+    monkeypatch.setattr(run_logs, "course_callbacks", with_callback(shapes))
+    seconds = warm_up(model, RandomData(), SMOKE)
+    assert seconds > 0 and shapes.training == [4, 4] and shapes.validation == [4, 1]
+    after = model.state_dict()
+    assert after.keys() == before.keys()
+    assert [key for key in before if not torch.equal(before[key], after[key])] == []
 
 
 def test_profile_step_times_the_steps_after_the_first(tmp_path, monkeypatch):
