@@ -18,8 +18,7 @@ from nailseg_common.metrics import SCORES
 def create_model(encoder: str = "resnet34", encoder_weights: str | None = None) -> nn.Module:
     """An ``smp.Unet`` with one output channel (logits), from random weights by default."""
     with offline_hint(encoder, encoder_weights):  # a clear error when the download fails
-        return smp.Unet(encoder_name=encoder, encoder_weights=encoder_weights, in_channels=3,
-                        classes=1, activation=None)
+        return smp.Unet(encoder_name=encoder, encoder_weights=encoder_weights, in_channels=3, classes=1)
 
 
 def to_unit_float(image: torch.Tensor) -> torch.Tensor:

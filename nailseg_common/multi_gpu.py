@@ -6,10 +6,8 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
-import dataclasses
 import json
 import os
-import time
 import warnings
 from pathlib import Path
 
@@ -22,7 +20,7 @@ from torch.profiler import ProfilerActivity, profile
 from nailseg_common.atomic import write_json
 from nailseg_common.clock import synchronized_now
 from nailseg_common.dali_pipelines import DALINailDataModule, sample_names, split_files
-from nailseg_common.fast_training import AccuracyClock, FastNailSegmentation
+from nailseg_common.fast_training import AccuracyClock, FastNailSegmentation, warm_up
 from nailseg_common.paths import DataLocation
 from nailseg_common.preparation import ensure_prepared, read_split
 from nailseg_common.profiles import Profile
@@ -170,26 +168,17 @@ class StepProfile(Callback):
             self._profiler = None
 
 
+def device_options(args: argparse.Namespace) -> dict:
+    """``devices`` and ``strategy`` of this script's Trainers: DDP (with ``ddp_options``) when
+    there are several devices."""
+    return {"devices": args.devices,
+            "strategy": DDPStrategy(**ddp_options(args)) if args.devices > 1 else "auto"}
+
+
 def run_trainer(args: argparse.Namespace, profile: Profile, **options) -> pl.Trainer:
-    """:func:`make_trainer` on ``args.devices`` devices, DDP (with ``ddp_options``) when there
-    are several."""
-    strategy = DDPStrategy(**ddp_options(args)) if args.devices > 1 else "auto"
-    return make_trainer(profile, args.run_name, devices=args.devices, strategy=strategy,
-                        enable_checkpointing=False, enable_progress_bar=False, **options)
-
-
-def warm_up_ranks(args: argparse.Namespace, profile: Profile, model: pl.LightningModule,
-                  location: DataLocation) -> float:
-    """Notebook 07's warm-up on this script's devices: a ``fit`` of two steps and one whole
-    validation through :func:`run_trainer` (so DDP too), then the weights put back; seconds."""
-    state = {key: value.clone() for key, value in model.state_dict().items()}
-    trainer = run_trainer(args, dataclasses.replace(profile, max_steps=2), limit_train_batches=2,
-                          check_val_every_n_epoch=1, logger=False)
-    start = time.perf_counter()
-    trainer.fit(model, datamodule=DALINailDataModule(location, profile, seed=args.seed))
-    seconds = time.perf_counter() - start
-    model.load_state_dict(state)
-    return seconds
+    """:func:`make_trainer` on this script's devices (:func:`device_options`)."""
+    return make_trainer(profile, args.run_name, enable_checkpointing=False, enable_progress_bar=False,
+                        **device_options(args), **options)
 
 
 def train(args: argparse.Namespace, profile: Profile, location: DataLocation) -> dict | None:
@@ -210,7 +199,8 @@ def train(args: argparse.Namespace, profile: Profile, location: DataLocation) ->
     if local_rank() == 0:
         warn_if_padded(len(train_names), args.devices, profile.batch_size)
     with torch._dynamo.config.patch(optimize_ddp=False):  # restored when the block ends
-        compile_s = warm_up_ranks(args, profile, model, location)
+        compile_s = warm_up(model, DALINailDataModule(location, profile, seed=args.seed), profile,
+                            **device_options(args))
         trainer.fit(model, datamodule=DALINailDataModule(location, profile, seed=args.seed,
                                                          sample_ids=args.record_samples))
     checkpoint = Path(trainer.default_root_dir) / "final.ckpt"  # weights, no optimizer state

@@ -72,8 +72,8 @@ PROFILES: dict[str, Profile] = {
     ),
     "gpu": Profile(
         name="gpu", accelerator="gpu", num_images=1200, image_size=384, batch_size=32,
-        max_steps=1800, encoder="resnet34", num_workers=15, precision="bf16-mixed", lr=1e-3,
-        bench_repeats=5, bench_steps=30, finetune_steps=480,
+        max_steps=1800, encoder="resnet34", num_workers=15, precision="bf16-mixed", lr=7e-4,
+        bench_repeats=3, bench_steps=30, finetune_steps=480,
         compile_model=True, fast_batch_size=60, fast_lr=2e-3, warmup_steps=50,
         fast_max_steps=1500, val_every_n_epochs=3, ddp_devices=2, ddp_batch_size=60,
         ddp_max_steps=1000, ddp_profile_epoch=3,

@@ -79,6 +79,7 @@ precision = None        # Lightning precision, e.g. 32-true, bf16-mixed
 accelerator = None      # cpu or gpu
 max_train_batches = None  # cap per epoch (0: the whole set)
 max_valid_batches = None
+val_every_n_epochs = None  # validate (and checkpoint) every n epochs
 
 # %%
 from nailseg_common.course import start
@@ -86,7 +87,8 @@ from nailseg_common.course import start
 cfg, data = start(profile, data_root, num_images=num_images, image_size=image_size,
                   batch_size=batch_size, max_steps=max_steps, encoder=encoder, lr=lr,
                   num_workers=num_workers, precision=precision, accelerator=accelerator,
-                  max_train_batches=max_train_batches, max_valid_batches=max_valid_batches)
+                  max_train_batches=max_train_batches, max_valid_batches=max_valid_batches,
+                  val_every_n_epochs=val_every_n_epochs)
 
 # %% [markdown]
 # ## The augmentation policy
@@ -374,8 +376,7 @@ from nailseg_common.downloads import offline_hint
 def create_model(encoder: str = "resnet34", encoder_weights: str | None = None) -> nn.Module:
     """An ``smp.Unet`` with one output channel (logits), from random weights by default."""
     with offline_hint(encoder, encoder_weights):  # a clear error when the download fails
-        return smp.Unet(encoder_name=encoder, encoder_weights=encoder_weights, in_channels=3,
-                        classes=1, activation=None)
+        return smp.Unet(encoder_name=encoder, encoder_weights=encoder_weights, in_channels=3, classes=1)
 
 
 def to_unit_float(image: torch.Tensor) -> torch.Tensor:
@@ -817,9 +818,8 @@ plt.show()
 
 # %%
 on_device = [{key: value.to(cfg.device) for key, value in b.items()} for b in first_batches]
-bound = bound_images_per_second(
-    cfg, lambda: LitNailSegmentation(encoder=cfg.encoder, lr=cfg.lr, max_steps=cfg.max_steps),
-    on_device, steps=200 if cfg.device.type == "cuda" else 4)
+bound = bound_images_per_second(cfg, lambda: LitNailSegmentation(cfg.encoder, cfg.lr, cfg.max_steps),
+                                on_device, steps=200 if cfg.device.type == "cuda" else 4)
 print(f"training {speed.images_per_second():.0f} images/s (median of {len(speed.epochs)} "
       f"epoch(s)), bound {bound:.0f} images/s: ratio {speed.images_per_second() / bound:.2f}")
 for name in ("albumentations_w15", "dali"):

@@ -86,6 +86,7 @@ precision = None        # Lightning precision, e.g. 32-true, bf16-mixed
 accelerator = None      # cpu or gpu
 max_train_batches = None  # cap per epoch (0: the whole set)
 max_valid_batches = None
+val_every_n_epochs = None  # validate (and checkpoint) every n epochs
 bench_steps = None      # training batches per timed epoch in the gap measurements
 bench_repeats = None    # timed epochs per measurement (after one warm-up epoch)
 
@@ -96,7 +97,8 @@ cfg, data = start(profile, data_root, num_images=num_images, image_size=image_si
                   batch_size=batch_size, max_steps=max_steps, encoder=encoder, lr=lr,
                   num_workers=num_workers, precision=precision, accelerator=accelerator,
                   max_train_batches=max_train_batches, max_valid_batches=max_valid_batches,
-                  bench_steps=bench_steps, bench_repeats=bench_repeats)
+                  bench_steps=bench_steps, bench_repeats=bench_repeats,
+                  val_every_n_epochs=val_every_n_epochs)
 device = cfg.device
 print(f"Kornia runs on the {cfg.accelerator.upper()} in this notebook"
       + ("" if device.type == "cuda" else " (no GPU in this profile: same code, other device)."))

@@ -80,6 +80,7 @@ precision = None        # Lightning precision, e.g. 32-true, bf16-mixed
 accelerator = None      # cpu or gpu: also where DALI runs its pixel operators
 max_train_batches = None  # cap per epoch (0: the whole set)
 max_valid_batches = None
+val_every_n_epochs = None  # validate (and checkpoint) every n epochs
 bench_steps = None      # steps per epoch of the bound measurement (five epochs)
 
 # %%
@@ -88,7 +89,8 @@ from nailseg_common.course import start
 cfg, data = start(profile, data_root, num_images=num_images, image_size=image_size,
                   batch_size=batch_size, max_steps=max_steps, encoder=encoder, lr=lr,
                   precision=precision, accelerator=accelerator, max_train_batches=max_train_batches,
-                  max_valid_batches=max_valid_batches, bench_steps=bench_steps)
+                  max_valid_batches=max_valid_batches, bench_steps=bench_steps,
+                  val_every_n_epochs=val_every_n_epochs)
 
 # %% [markdown]
 # ## Is DALI here, and where will it run?
@@ -638,8 +640,8 @@ if HAVE_DALI:
     ratio = speed.images_per_second() / bound
     target = next(t.minimum for t in benchmark.TARGETS if (t.pipeline, t.metric) == ("dali", "train_ratio_to_bound"))
     print(f"DALI {speed.images_per_second():.1f} training images/s (median of {len(speed.epochs) - 1 or 1} epochs), "
-          f"bound {bound:.1f}: {ratio:.2f} of the bound; the course's target (benchmark.TARGETS) {target:.2f} "
-          f"{'met' if ratio >= target else 'missed'} by {abs(ratio - target):.2f}")
+          f"bound {bound:.1f}: {ratio:.3f} of the bound; the course's target (benchmark.TARGETS) {target:.2f} "
+          f"{'met' if ratio >= target else 'missed'} by {abs(ratio - target):.3f}")
 
 # %% [markdown]
 # On a GPU the DALI pipeline runs on its own CUDA stream, `prefetch_queue_depth` batches

@@ -340,14 +340,16 @@ from pytorch_lightning.callbacks import Callback
 from nailseg_common.training import make_trainer
 
 
-def warm_up(model: FastNailSegmentation, datamodule: pl.LightningDataModule, profile: Profile) -> float:
+def warm_up(model: FastNailSegmentation, datamodule: pl.LightningDataModule, profile: Profile,
+            **trainer_options) -> float:
     """Meets every shape of a run the way the run meets it (a ``fit`` of two training steps
     and one whole validation), which compiles and autotunes, then puts the weights back.
+    ``trainer_options`` go to ``make_trainer`` (notebook 08: its devices and DDP strategy).
     Returns the seconds it took."""
     state = {key: value.clone() for key, value in model.state_dict().items()}
     trainer = make_trainer(dataclasses.replace(profile, max_steps=2), "warm_up", limit_train_batches=2,
                            check_val_every_n_epoch=1, logger=False, enable_checkpointing=False,
-                           enable_progress_bar=False)
+                           enable_progress_bar=False, **trainer_options)
     start = time.perf_counter()
     trainer.fit(model, datamodule=datamodule)
     seconds = time.perf_counter() - start

@@ -399,8 +399,8 @@ class StepProfile(Callback):
 # takes its GPU before anything touches CUDA, seeds (so every rank builds the same initial
 # weights; DDP also copies rank 0's at the start), and warms its model up on every shape it
 # will meet the way the run meets it, as notebook 07 does: a `fit` of two steps and one whole
-# validation through the same kind of `Trainer` (`warm_up_ranks`), then the weights put
-# back. Compilation stays out of the timed `fit`. The model is compiled
+# validation through the same kind of `Trainer` (07's `warm_up`, given this script's devices
+# and DDP strategy), then the weights put back. Compilation stays out of the timed `fit`. The model is compiled
 # outside DDP, as one graph: `torch._dynamo.config.patch(optimize_ddp=False)` sets a global
 # compiler flag for the `with` block only and restores it after (so the gradients are
 # all-reduced after the backward, not during it). After `fit`, every rank takes part in
@@ -409,14 +409,12 @@ class StepProfile(Callback):
 # %%
 #| export multi_gpu
 import argparse
-import dataclasses
-import time
 
 import pytorch_lightning as pl
 from pytorch_lightning.strategies import DDPStrategy
 
 from nailseg_common.dali_pipelines import DALINailDataModule, split_files
-from nailseg_common.fast_training import AccuracyClock, FastNailSegmentation
+from nailseg_common.fast_training import AccuracyClock, FastNailSegmentation, warm_up
 from nailseg_common.paths import DataLocation
 from nailseg_common.preparation import ensure_prepared, read_split
 from nailseg_common.profiles import Profile
@@ -424,26 +422,17 @@ from nailseg_common.train_arguments import ddp_options, parse_args, run_record
 from nailseg_common.training import TrainingSpeed, make_trainer
 
 
+def device_options(args: argparse.Namespace) -> dict:
+    """``devices`` and ``strategy`` of this script's Trainers: DDP (with ``ddp_options``) when
+    there are several devices."""
+    return {"devices": args.devices,
+            "strategy": DDPStrategy(**ddp_options(args)) if args.devices > 1 else "auto"}
+
+
 def run_trainer(args: argparse.Namespace, profile: Profile, **options) -> pl.Trainer:
-    """:func:`make_trainer` on ``args.devices`` devices, DDP (with ``ddp_options``) when there
-    are several."""
-    strategy = DDPStrategy(**ddp_options(args)) if args.devices > 1 else "auto"
-    return make_trainer(profile, args.run_name, devices=args.devices, strategy=strategy,
-                        enable_checkpointing=False, enable_progress_bar=False, **options)
-
-
-def warm_up_ranks(args: argparse.Namespace, profile: Profile, model: pl.LightningModule,
-                  location: DataLocation) -> float:
-    """Notebook 07's warm-up on this script's devices: a ``fit`` of two steps and one whole
-    validation through :func:`run_trainer` (so DDP too), then the weights put back; seconds."""
-    state = {key: value.clone() for key, value in model.state_dict().items()}
-    trainer = run_trainer(args, dataclasses.replace(profile, max_steps=2), limit_train_batches=2,
-                          check_val_every_n_epoch=1, logger=False)
-    start = time.perf_counter()
-    trainer.fit(model, datamodule=DALINailDataModule(location, profile, seed=args.seed))
-    seconds = time.perf_counter() - start
-    model.load_state_dict(state)
-    return seconds
+    """:func:`make_trainer` on this script's devices (:func:`device_options`)."""
+    return make_trainer(profile, args.run_name, enable_checkpointing=False, enable_progress_bar=False,
+                        **device_options(args), **options)
 
 # %%
 #| export multi_gpu
@@ -465,7 +454,8 @@ def train(args: argparse.Namespace, profile: Profile, location: DataLocation) ->
     if local_rank() == 0:
         warn_if_padded(len(train_names), args.devices, profile.batch_size)
     with torch._dynamo.config.patch(optimize_ddp=False):  # restored when the block ends
-        compile_s = warm_up_ranks(args, profile, model, location)
+        compile_s = warm_up(model, DALINailDataModule(location, profile, seed=args.seed), profile,
+                            **device_options(args))
         trainer.fit(model, datamodule=DALINailDataModule(location, profile, seed=args.seed,
                                                          sample_ids=args.record_samples))
     checkpoint = Path(trainer.default_root_dir) / "final.ckpt"  # weights, no optimizer state
