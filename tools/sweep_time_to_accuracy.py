@@ -1,0 +1,280 @@
+"""Recipe experiments for notebook 07's time to accuracy and the course recipe, on a GPU.
+
+One JSON line per run (``--out``): the knobs, the seed, every validation (step, seconds,
+hard IoU and Dice), whether IoU 0.85 was reached. The data is the course's uint8 cache held
+on the GPU, augmented by notebook 03's fused Kornia policy in the step. Several of these
+processes may share one GPU to compare *accuracy* (steps to a target, final scores); their
+seconds are then not comparable. How the committed results were made (each process one
+config and seed, up to four at once, on a lent H100):
+
+    python -m tools.sweep_time_to_accuracy --configs c256,c256_s800 --out sweep.jsonl
+    python -m tools.sweep_time_to_accuracy --configs course_lr7e-4 --seeds 1 --out lr.jsonl
+    python -m tools.sweep_time_to_accuracy --step-rates default --out rates.jsonl  # compiled img/s
+
+``--profile smoke --configs test`` checks the code path on a CPU in seconds.
+Results: ``results/time_to_accuracy_sweep_h100.json``, ``results/course_recipe_lr_h100.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import time
+
+import pytorch_lightning as pl
+import torch
+import torch.nn.functional as F
+from pytorch_lightning.callbacks import Callback
+
+from nailseg_common.cache import load_cache
+from nailseg_common.fast_training import AccuracyClock, FastNailSegmentation
+from nailseg_common.gpu_augmentation import KorniaAugmentation
+from nailseg_common.losses import soft_dice_loss
+from nailseg_common.metrics import SCORES
+from nailseg_common.policy import POLICY
+from nailseg_common.preparation import ensure_prepared
+from nailseg_common.profiles import select_profile
+from nailseg_common.training import make_trainer
+
+
+class GpuBatches:
+    """Batches drawn from uint8 tensors on the GPU; random crops of ``crop`` px if given."""
+
+    def __init__(self, images, labels, batch, shuffle, seed=0, crop=None, crop_until=None):
+        self.images, self.labels, self.batch, self.shuffle = images, labels, batch, shuffle
+        self.crop, self.crop_until = crop, crop_until
+        self.generator = torch.Generator(images.device).manual_seed(seed)
+        self.steps_done = 0
+
+    def __len__(self):
+        n = self.images.shape[0]
+        return n // self.batch if self.shuffle else math.ceil(n / self.batch)
+
+    def __iter__(self):
+        n = self.images.shape[0]
+        order = (torch.randperm(n, device=self.images.device, generator=self.generator)
+                 if self.shuffle else torch.arange(n, device=self.images.device))
+        for i in range(len(self)):
+            index = order[i * self.batch:(i + 1) * self.batch]
+            image, label = self.images[index], self.labels[index]
+            cropping = self.crop and (self.crop_until is None or self.steps_done < self.crop_until)
+            if self.shuffle and cropping:
+                image, label = self.random_crop(image, label)
+            self.steps_done += self.shuffle
+            yield {"image": image, "label": label}
+
+    def random_crop(self, image, label):
+        b, _, h, w = image.shape
+        c = self.crop
+        oy = torch.randint(0, h - c + 1, (b,), device=image.device, generator=self.generator)
+        ox = torch.randint(0, w - c + 1, (b,), device=image.device, generator=self.generator)
+        r = torch.arange(c, device=image.device)
+        ys = (oy[:, None] + r)[:, None, :, None]
+        xs = (ox[:, None] + r)[:, None, None, :]
+        bi = torch.arange(b, device=image.device)[:, None, None, None]
+        return (image[bi, torch.arange(3, device=image.device)[None, :, None, None], ys, xs],
+                label[bi, torch.zeros(1, 1, 1, 1, dtype=torch.long, device=image.device), ys, xs])
+
+
+class Resident(pl.LightningDataModule):
+    def __init__(self, tensors, batch, seed, crop=None, crop_until=None):
+        super().__init__()
+        self.tensors, self.batch, self.seed, self.crop, self.crop_until = tensors, batch, seed, crop, crop_until
+
+    def train_dataloader(self):
+        return GpuBatches(*self.tensors["train"], self.batch, True, self.seed, self.crop, self.crop_until)
+
+    def val_dataloader(self):
+        return GpuBatches(*self.tensors["valid"], 60, False)
+
+
+class Recipe(FastNailSegmentation):
+    def __init__(self, *, flip_tta=False, lovasz=True, **kwargs):
+        super().__init__(**kwargs)
+
+    def _loss(self, logits, label):
+        if self.hparams.lovasz:
+            return super()._loss(logits, label)
+        return F.binary_cross_entropy_with_logits(logits.float(), label.float()) + soft_dice_loss(logits, label)
+
+    def validation_step(self, batch, batch_idx):
+        image, label = batch["image"], batch["label"]
+        logits = self(image)
+        if self.hparams.flip_tta:
+            logits = 0.5 * (logits + self(image.flip(-1)).flip(-1))
+        for name, score in SCORES.items():
+            getattr(self, name).update(score(logits, label))
+            self.log(name, getattr(self, name), on_step=False, on_epoch=True)
+
+
+class EMAWeights(Callback):
+    """Validates an exponential moving average of the weights (warm-started decay)."""
+
+    def __init__(self, decay):
+        self.decay = decay
+
+    def on_train_start(self, trainer, pl_module):
+        self.params = [p for p in pl_module.parameters()]
+        self.ema = [p.detach().clone() for p in self.params]
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        step = trainer.global_step
+        decay = min(self.decay, (1 + step) / (10 + step))
+        with torch.no_grad():
+            torch._foreach_lerp_(self.ema, [p.detach() for p in self.params], 1 - decay)
+
+    def on_validation_start(self, trainer, pl_module):
+        if not trainer.sanity_checking and hasattr(self, "ema"):
+            self.backup = [p.detach().clone() for p in self.params]
+            with torch.no_grad():
+                torch._foreach_copy_([p.data for p in self.params], self.ema)
+
+    def on_validation_end(self, trainer, pl_module):
+        if hasattr(self, "backup"):
+            with torch.no_grad():
+                torch._foreach_copy_([p.data for p in self.params], self.backup)
+            del self.backup
+
+
+BASE = {"crop": None, "batch": 60, "lr": 2e-3, "warmup": 50, "steps": 1500, "val_every": 3, "ema": None, "tta": False,
+            "policy": "full", "lovasz": True, "crop_until": None, "target": 0.85}
+CONFIGS = {
+    "base384": {},
+    "c256": {"crop": 256},
+    "c256_s800": {"crop": 256, "steps": 800, "lr": 3e-3},
+    "c256_s800_ema": {"crop": 256, "steps": 800, "lr": 3e-3, "ema": 0.98},
+    "c256_s800_tta": {"crop": 256, "steps": 800, "lr": 3e-3, "tta": True},
+    "c256_s800_geo": {"crop": 256, "steps": 800, "lr": 3e-3, "policy": "geometric"},
+    "c256_s600_all": {"crop": 256, "steps": 600, "lr": 4e-3, "ema": 0.98, "tta": True},
+    "c256_b96_s500": {"crop": 256, "batch": 96, "steps": 500, "lr": 4e-3, "warmup": 30},
+    "c192_s800": {"crop": 192, "steps": 800, "lr": 3e-3},
+    "c256to384_s800": {"crop": 256, "steps": 800, "lr": 3e-3, "crop_until": 600},
+    "c256_s800_nolovasz": {"crop": 256, "steps": 800, "lr": 3e-3, "lovasz": False},
+    "s800_ema": {"steps": 800, "lr": 3e-3, "ema": 0.98},
+    "c256_s800_v2": {"crop": 256, "steps": 800, "lr": 3e-3, "val_every": 2},
+    "c256_s500_all": {"crop": 256, "steps": 500, "lr": 4e-3, "ema": 0.98, "tta": True},
+    "c256_s600_all_geo": {"crop": 256, "steps": 600, "lr": 4e-3, "ema": 0.98, "tta": True, "policy": "geometric"},
+    "c224_s600_all": {"crop": 224, "steps": 600, "lr": 4e-3, "ema": 0.98, "tta": True},
+    "course_lr1e-3": {"batch": 32, "lr": 1e-3, "warmup": 0, "steps": 1800, "target": None},
+    "course_lr2e-3": {"batch": 32, "lr": 2e-3, "warmup": 0, "steps": 1800, "target": None},
+    "course_lr5e-4": {"batch": 32, "lr": 5e-4, "warmup": 0, "steps": 1800, "target": None},
+    "course_lr7e-4": {"batch": 32, "lr": 7e-4, "warmup": 0, "steps": 1800, "target": None},
+    "test": {"crop": 48, "batch": 8, "steps": 4, "warmup": 1, "ema": 0.9, "tta": True, "val_every": 1, "lovasz": False},
+}
+
+
+def policy_of(name):
+    if name == "full":
+        return POLICY
+    if name == "geometric":
+        return {k: v for k, v in POLICY.items() if v.geometric}
+    if name == "flips":
+        return {k: v for k, v in POLICY.items() if "flip" in k}
+    raise ValueError(name)
+
+
+def load_tensors(cfg):
+    data = ensure_prepared(cfg, None, progress=False)
+    return {split: [t.to(cfg.device) for t in load_cache(data, cfg.image_size, split)]
+            for split in ("train", "valid")}
+
+
+def run(cfg, tensors, name, knobs, seed, compile_model):
+    k = {**BASE, **knobs}
+    target = k["target"] or 2.0  # None: train the whole schedule
+    prof = dataclasses.replace(cfg, batch_size=k["batch"], max_steps=k["steps"],
+                               val_every_n_epochs=k["val_every"], num_workers=0)
+    pl.seed_everything(seed, workers=True, verbose=False)
+    model = Recipe(encoder=cfg.encoder, lr=k["lr"], max_steps=k["steps"], warmup_steps=k["warmup"],
+                   compile_model=compile_model, fused_optimizer=True, flip_tta=k["tta"],
+                   lovasz=k["lovasz"])
+    model.gpu_augmentation = KorniaAugmentation(policy_of(k["policy"]), seed=seed)
+    dm = Resident(tensors, k["batch"], seed, k["crop"], k["crop_until"])
+    clock = AccuracyClock(target)
+    callbacks = [clock] + ([EMAWeights(k["ema"])] if k["ema"] else [])
+    compile_s = None
+    if compile_model:
+        state = {key: v.clone() for key, v in model.state_dict().items()}
+        warm = make_trainer(dataclasses.replace(prof, max_steps=2), "warm", limit_train_batches=2,
+                            check_val_every_n_epoch=1, logger=False, enable_checkpointing=False,
+                            enable_progress_bar=False)
+        t0 = time.perf_counter()
+        warm.fit(model, datamodule=Resident(tensors, k["batch"], seed + 999, k["crop"], k["crop_until"]))
+        compile_s = time.perf_counter() - t0
+        model.load_state_dict(state)
+    trainer = make_trainer(prof, "sweep", enable_checkpointing=False, enable_progress_bar=False,
+                           logger=False, callbacks=callbacks)
+    trainer.fit(model, datamodule=dm)
+    r = clock.reached
+    return {"name": name, "knobs": k, "seed": seed, "compiled": compile_model, "compile_s": compile_s,
+            "reached": r is not None, "seconds": r and r["seconds"], "steps": r and r["step"],
+            "best_iou": max(h["val_iou"] for h in clock.history), "fit_s": clock.fit_s,
+            "history": clock.history}
+
+
+SHAPES = [(60, None), (60, 256), (96, 256), (120, 256), (96, None)]
+
+
+def step_rates(cfg, tensors, out, modes):
+    from nailseg_common.timing import ResidentBatches, measure_training
+    for mode in modes:
+        for batch, crop in SHAPES:
+            torch._dynamo.reset()
+            pl.seed_everything(0, verbose=False)
+            model = FastNailSegmentation(encoder=cfg.encoder, lr=2e-3, max_steps=10_000,
+                                         fused_optimizer=True)
+            if mode != "eager":
+                model.model.compile(mode=None if mode == "default" else mode)
+            loader = GpuBatches(*tensors["train"], batch, True, 0, crop)
+            batches = ResidentBatches([b for _, b in zip(range(8), loader)], 1000)
+            prof = dataclasses.replace(cfg, batch_size=batch)
+            t0 = time.perf_counter()
+            try:
+                res = measure_training(batches, prof, 10, 30, 3, make_model=lambda _model=model, **_: _model)
+                rec = {"mode": mode, "batch": batch, "crop": crop or 384, "img_s": res["img_s"],
+                       "img_s_min": res["img_s_min"], "img_s_max": res["img_s_max"],
+                       "total_s": time.perf_counter() - t0}
+            except Exception as error:  # noqa: BLE001  (exploration: record and go on)
+                rec = {"mode": mode, "batch": batch, "crop": crop, "error": repr(error)[:300]}
+            print(json.dumps(rec), flush=True)
+            with open(out, "a") as f:
+                f.write(json.dumps(rec) + "\n")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--configs", default="")
+    parser.add_argument("--seeds", default="0")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--compile", action="store_true")
+    parser.add_argument("--step-rates", default="")
+    parser.add_argument("--prepare-only", action="store_true")
+    parser.add_argument("--profile", default="gpu")
+    args = parser.parse_args()
+    cfg = select_profile(args.profile)
+    if args.prepare_only:
+        ensure_prepared(cfg, None, progress=False)
+        load_cache(ensure_prepared(cfg, None, progress=False), cfg.image_size, "train")
+        return
+    tensors = load_tensors(cfg)
+    if args.step_rates:
+        step_rates(cfg, tensors, args.out, args.step_rates.split(","))
+        return
+    for name in args.configs.split(","):
+        for seed in map(int, args.seeds.split(",")):
+            t0 = time.perf_counter()
+            try:
+                rec = run(cfg, tensors, name, CONFIGS[name], seed, args.compile)
+            except Exception as error:  # noqa: BLE001
+                rec = {"name": name, "seed": seed, "error": repr(error)[:500]}
+            rec["wall_s"] = time.perf_counter() - t0
+            short = {k: v for k, v in rec.items() if k != "history"}
+            print(json.dumps(short), flush=True)
+            with open(args.out, "a") as f:
+                f.write(json.dumps(rec) + "\n")
+
+
+if __name__ == "__main__":
+    main()
