@@ -214,13 +214,10 @@ def run(cfg, tensors, name, knobs, seed, compile_model):
             "history": clock.history}
 
 
-SHAPES = [(60, None), (60, 256), (96, 256), (120, 256), (96, None)]
-
-
-def step_rates(cfg, tensors, out, modes):
+def step_rates(cfg, tensors, out, modes, shapes):
     from nailseg_common.timing import ResidentBatches, measure_training
     for mode in modes:
-        for batch, crop in SHAPES:
+        for batch, crop in shapes:
             torch._dynamo.reset()
             pl.seed_everything(0, verbose=False)
             model = FastNailSegmentation(encoder=cfg.encoder, lr=2e-3, max_steps=10_000,
@@ -233,7 +230,7 @@ def step_rates(cfg, tensors, out, modes):
             t0 = time.perf_counter()
             try:
                 res = measure_training(batches, prof, 10, 30, 3, make_model=lambda _model=model, **_: _model)
-                rec = {"mode": mode, "batch": batch, "crop": crop or 384, "img_s": res["img_s"],
+                rec = {"mode": mode, "batch": batch, "side": crop or cfg.image_size, "img_s": res["img_s"],
                        "img_s_min": res["img_s_min"], "img_s_max": res["img_s_max"],
                        "total_s": time.perf_counter() - t0}
             except Exception as error:  # noqa: BLE001  (exploration: record and go on)
@@ -249,7 +246,8 @@ def main():
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--out", required=True)
     parser.add_argument("--compile", action="store_true")
-    parser.add_argument("--step-rates", default="")
+    parser.add_argument("--step-rates", default="", help="compile modes: eager, default, max-autotune...")
+    parser.add_argument("--shapes", default="60x384", help="BATCHxSIDE,... of --step-rates (SIDE < image: crops)")
     parser.add_argument("--prepare-only", action="store_true")
     parser.add_argument("--profile", default="gpu")
     args = parser.parse_args()
@@ -260,7 +258,9 @@ def main():
         return
     tensors = load_tensors(cfg)
     if args.step_rates:
-        step_rates(cfg, tensors, args.out, args.step_rates.split(","))
+        shapes = [tuple(map(int, shape.split("x"))) for shape in args.shapes.split(",")]
+        shapes = [(batch, side if side < cfg.image_size else None) for batch, side in shapes]
+        step_rates(cfg, tensors, args.out, args.step_rates.split(","), shapes)
         return
     for name in args.configs.split(","):
         for seed in map(int, args.seeds.split(",")):
