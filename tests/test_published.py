@@ -2,6 +2,7 @@
 without errors, and still the code of notebooks/."""
 
 import datetime as dt
+import json
 import re
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import nbformat
 import pytest
 from test_blog import check_jekyll_site, jekyll_build, split_post
 
+from tools import edition_record
 from tools.publishing import blog
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,3 +91,10 @@ def test_the_published_edition_renders(tmp_path, monkeypatch):
         assert not re.match(r"\d", meta["title"]), meta["title"]
         assert len(re.findall(r"\]\(https?://", body)) >= 3, post.name
     check_jekyll_site(posts, jekyll_build(tmp_path / "blog"))
+
+
+def test_the_newest_edition_record_is_what_published_printed():
+    """results/edition_runs_h100.json's newest run is read from published/ (tools.edition_record),
+    so the README's numbers and the executed notebooks cannot drift apart."""
+    newest = json.loads((ROOT / "results" / "edition_runs_h100.json").read_text())["runs"][-1]
+    assert edition_record.record(ROOT / "published", newest["commit"], newest["note"]) == newest
