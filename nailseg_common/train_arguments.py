@@ -62,6 +62,8 @@ def argument_parser() -> argparse.ArgumentParser:
         "all-reduce once")
     add("--gradient-as-bucket-view", action=argparse.BooleanOptionalAction, default=False,
         help="let gradients be views into DDP's buckets (no copy into them after the backward)")
+    add("--ddp-on-one-device", action="store_true", help="wrap one device in DDP too: with "
+        "--devices 1, DDP's own cost per step without a second GPU")
     add("--record-samples", action="store_true", help="record every training sample's file "
         "and check that each epoch covers the training set once")
     add("--profile-epoch", type=int, help="profile a few training steps of this epoch on rank 0 "
@@ -100,6 +102,8 @@ def argument_problem(args: argparse.Namespace, profile: Profile) -> str | None:
     if profile.accelerator == "gpu" and args.devices > gpus:
         return (f"--devices {args.devices} but this machine shows {gpus} GPU(s): use "
                 f"--devices {gpus} or fewer (check CUDA_VISIBLE_DEVICES), or --accelerator cpu.")
+    if args.ddp_on_one_device and args.devices > 1:
+        return f"--ddp-on-one-device is for --devices 1; {args.devices} devices use DDP anyway."
     if args.bucket_cap_mb is not None and args.bucket_cap_mb <= 0:
         return f"--bucket-cap-mb {args.bucket_cap_mb}: give a size above 0 (PyTorch's is 25)."
     if args.validate and (args.record_samples or args.profile_epoch is not None):

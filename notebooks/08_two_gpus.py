@@ -343,7 +343,8 @@ def covered_ms(intervals: list[tuple[float, float]]) -> float:
 class StepProfile(Callback):
     """``torch.profiler`` over ``steps`` training batches of epoch ``epoch`` from its second
     batch, on rank 0. ``summary``: per step in ms, the wall time and, on a GPU, the time with
-    compute kernels, with only NCCL kernels (all-reduce not hidden) and with none (idle)."""
+    compute kernels, with only NCCL kernels (all-reduce not hidden), with none (idle), and
+    with NCCL kernels, hidden or not (``nccl_ms``)."""
 
     def __init__(self, epoch: int, steps: int = 5):
         self.epoch, self.steps = epoch, steps
@@ -369,13 +370,15 @@ class StepProfile(Callback):
                    ] if self._cuda else []
         self._profiler = None
         self.summary = {"epoch": self.epoch, "steps": self._steps, "wall_ms": wall_ms,
-                        "compute_ms": None, "all_reduce_not_hidden_ms": None, "idle_ms": None}
+                        "compute_ms": None, "all_reduce_not_hidden_ms": None, "idle_ms": None,
+                        "nccl_ms": None}
         if self._cuda:
             compute = covered_ms([(s, e) for name, s, e in kernels if "nccl" not in name.lower()])
             busy = covered_ms([(s, e) for _, s, e in kernels])
+            nccl = covered_ms([(s, e) for name, s, e in kernels if "nccl" in name.lower()])
             self.summary |= {"compute_ms": compute / self._steps,
                              "all_reduce_not_hidden_ms": (busy - compute) / self._steps,
-                             "idle_ms": wall_ms - busy / self._steps}
+                             "idle_ms": wall_ms - busy / self._steps, "nccl_ms": nccl / self._steps}
 
     def on_train_end(self, trainer, pl_module) -> None:
         if self._profiler is not None:  # the run ended within the profiled steps: no summary
@@ -394,6 +397,9 @@ class StepProfile(Callback):
 # Three options go to PyTorch's `DistributedDataParallel` (`ddp_options`), to be measured
 # one at a time: `--bucket-cap-mb` (the size of the gradient buckets that are all-reduced
 # while the backward still runs), `--static-graph` and `--gradient-as-bucket-view`.
+# `--ddp-on-one-device` wraps a one-GPU run in DDP too, which separates DDP's own cost per
+# step from what a second GPU adds; a step profile also records the NCCL kernels' whole time
+# (`nccl_ms`), hidden behind other kernels or not.
 #
 # `train` is notebook 07's time to accuracy, made to run once per rank. Every process
 # takes its GPU before anything touches CUDA, seeds (so every rank builds the same initial
@@ -424,9 +430,9 @@ from nailseg_common.training import TrainingSpeed, make_trainer
 
 def device_options(args: argparse.Namespace) -> dict:
     """``devices`` and ``strategy`` of this script's Trainers: DDP (with ``ddp_options``) when
-    there are several devices."""
-    return {"devices": args.devices,
-            "strategy": DDPStrategy(**ddp_options(args)) if args.devices > 1 else "auto"}
+    there are several devices, or with ``--ddp-on-one-device``."""
+    ddp = args.devices > 1 or args.ddp_on_one_device
+    return {"devices": args.devices, "strategy": DDPStrategy(**ddp_options(args)) if ddp else "auto"}
 
 
 def run_trainer(args: argparse.Namespace, profile: Profile, **options) -> pl.Trainer:

@@ -137,6 +137,7 @@ def test_step_profile_times_the_steps_of_one_epoch(tmp_path, epoch, steps, profi
     summary = step_profile.summary
     assert (summary["epoch"], summary["steps"]) == (epoch, profiled)
     assert summary["wall_ms"] > 0 and summary["compute_ms"] is None  # no GPU: wall time only
+    assert summary["nccl_ms"] is None
 
 
 def test_defaults_come_from_the_profile_and_whole_epochs_are_trained():
@@ -220,3 +221,18 @@ def test_ddp_options_reach_distributed_data_parallel_only_when_given():
 
 def test_a_bucket_of_no_size_is_refused_with_the_default(capsys):
     assert "PyTorch's is 25" in refusal(capsys, ["--profile", "smoke", "--bucket-cap-mb", "0"])
+
+
+def test_one_device_runs_under_ddp_only_when_asked(capsys):
+    from pytorch_lightning.strategies import DDPStrategy
+
+    from nailseg_common.multi_gpu import device_options
+
+    args, _ = parse_args(["--profile", "smoke", "--devices", "1"])
+    assert device_options(args) == {"devices": 1, "strategy": "auto"}
+    args, _ = parse_args(["--profile", "smoke", "--devices", "1", "--ddp-on-one-device",
+                          "--static-graph"])
+    options = device_options(args)
+    assert options["devices"] == 1 and isinstance(options["strategy"], DDPStrategy)
+    assert "for --devices 1" in refusal(capsys, ["--profile", "smoke", "--devices", "2",
+                                                 "--ddp-on-one-device"])
