@@ -499,10 +499,12 @@ def report(args: argparse.Namespace, trainer: pl.Trainer, result: dict) -> dict:
     if "history" in result:
         outcome = (f"IoU {args.target_iou} after {result['seconds_to_target']:.1f} s "
                    f"({result['steps_to_target']} steps)" if result["reached"]
-                   else f"IoU {args.target_iou} not reached (best {result['best_iou'] or 0:.3f})")
+                   else f"IoU {args.target_iou} not reached (" + (
+                       f"best {result['best_iou']:.3f})" if result["history"] else "no validation ran)"))
+        speed = (f"{result['train_img_s']:.0f} img/s" if result["train_img_s"] is not None
+                 else "not measured (one epoch, which is left out as warm-up)")
         print(f"{trainer.world_size} device(s): {outcome}; fit {result['fit_s']:.1f} s, "
-              f"compilation {result['compile_s']:.1f} s apart; training "
-              f"{result['train_img_s'] or float('nan'):.0f} img/s")
+              f"compilation {result['compile_s']:.1f} s apart; training {speed}")
         if result["coverage"] is not None:
             bad = [row["epoch"] for row in result["coverage"] if not row["ok"]]
             print(f"sample coverage of {len(result['coverage'])} complete epoch(s): "
