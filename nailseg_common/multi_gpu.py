@@ -229,10 +229,13 @@ def report(args: argparse.Namespace, trainer: pl.Trainer, result: dict) -> dict:
     """Rank 0 writes ``result`` (``args.out``, else the run folder) and says what it holds."""
     path = write_json(Path(args.out or Path(trainer.default_root_dir) / "result.json"), result)
     if "history" in result:
-        outcome = (f"IoU {args.target_iou} after {result['seconds_to_target']:.1f} s "
-                   f"({result['steps_to_target']} steps)" if result["reached"]
-                   else f"IoU {args.target_iou} not reached (" + (
-                       f"best {result['best_iou']:.3f})" if result["history"] else "no validation ran)"))
+        if result["reached"]:
+            outcome = (f"IoU {args.target_iou} after {result['seconds_to_target']:.1f} s "
+                       f"({result['steps_to_target']} steps)")
+        elif result["history"]:
+            outcome = f"IoU {args.target_iou} not reached (best {result['best_iou']:.3f})"
+        else:
+            outcome = f"IoU {args.target_iou} not reached (no validation ran)"
         speed = (f"{result['train_img_s']:.0f} img/s" if result["train_img_s"] is not None
                  else "not measured (one epoch, which is left out as warm-up)")
         print(f"{trainer.world_size} device(s): {outcome}; fit {result['fit_s']:.1f} s, "

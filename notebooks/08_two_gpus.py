@@ -405,12 +405,13 @@ class StepProfile(Callback):
 # takes its GPU before anything touches CUDA, seeds (so every rank builds the same initial
 # weights; DDP also copies rank 0's at the start), and warms its model up on every shape it
 # will meet the way the run meets it, as notebook 07 does: a `fit` of two steps and one whole
-# validation through the same kind of `Trainer` (07's `warm_up`, given this script's devices
-# and DDP strategy), then the weights put back. Compilation stays out of the timed `fit`. The model is compiled
-# outside DDP, as one graph: `torch._dynamo.config.patch(optimize_ddp=False)` sets a global
-# compiler flag for the `with` block only and restores it after (so the gradients are
-# all-reduced after the backward, not during it). After `fit`, every rank takes part in
-# saving the checkpoint (rank 0 writes it) and rank 0 writes the results.
+# validation through the same kind of `Trainer` (07's `warm_up`, given this script's
+# devices and DDP strategy), then the weights put back. Compilation stays out of the timed
+# `fit`. The model is compiled outside DDP, as one graph:
+# `torch._dynamo.config.patch(optimize_ddp=False)` sets a global compiler flag for the
+# `with` block only and restores it after (so the gradients are all-reduced after the
+# backward, not during it). After `fit`, every rank takes part in saving the checkpoint
+# (rank 0 writes it) and rank 0 writes the results.
 
 # %%
 #| export multi_gpu
@@ -497,10 +498,13 @@ def report(args: argparse.Namespace, trainer: pl.Trainer, result: dict) -> dict:
     """Rank 0 writes ``result`` (``args.out``, else the run folder) and says what it holds."""
     path = write_json(Path(args.out or Path(trainer.default_root_dir) / "result.json"), result)
     if "history" in result:
-        outcome = (f"IoU {args.target_iou} after {result['seconds_to_target']:.1f} s "
-                   f"({result['steps_to_target']} steps)" if result["reached"]
-                   else f"IoU {args.target_iou} not reached (" + (
-                       f"best {result['best_iou']:.3f})" if result["history"] else "no validation ran)"))
+        if result["reached"]:
+            outcome = (f"IoU {args.target_iou} after {result['seconds_to_target']:.1f} s "
+                       f"({result['steps_to_target']} steps)")
+        elif result["history"]:
+            outcome = f"IoU {args.target_iou} not reached (best {result['best_iou']:.3f})"
+        else:
+            outcome = f"IoU {args.target_iou} not reached (no validation ran)"
         speed = (f"{result['train_img_s']:.0f} img/s" if result["train_img_s"] is not None
                  else "not measured (one epoch, which is left out as warm-up)")
         print(f"{trainer.world_size} device(s): {outcome}; fit {result['fit_s']:.1f} s, "

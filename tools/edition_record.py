@@ -14,9 +14,7 @@ import re
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "edition_runs_h100.json"
-NAMES = {"01": "01_data_preparation", "02": "02_lightning_baseline", "03": "03_kornia_gpu_augmentation",
-         "04": "04_dali_pipeline", "05": "05_benchmark_comparison", "06": "06_your_own_photos",
-         "07": "07_time_to_accuracy"}
+EDITION = [f"{number:02d}" for number in range(1, 8)]  # notebooks 01-07
 # (key, notebook, pattern with one group): the first match in the notebook's printed outputs
 READINGS = [
     ("hard_dice/02 (best checkpoint)", "02", r"validation Dice ([\d.]+), IoU"),
@@ -41,22 +39,21 @@ def printed(notebook: Path) -> str:
 
 
 def record(folder: Path, commit: str, note: str) -> dict:
-    seconds = {}
+    seconds, outputs = {}, {}
     for line in (folder / "timings.tsv").read_text().splitlines():
         name, wall, status, _ = line.split("\t")
         if status != "0":
             raise SystemExit(f"{name} exited with {status}: not an edition run")
-        seconds[name[:2]] = float(wall)
-    if set(seconds) != set(NAMES):
-        raise SystemExit(f"timings.tsv has {sorted(seconds)}, an edition is {sorted(NAMES)}")
-    outputs = {number: printed(folder / f"{name}.ipynb") for number, name in NAMES.items()}
+        seconds[name[:2]], outputs[name[:2]] = float(wall), printed(folder / name)
+    if sorted(seconds) != EDITION:
+        raise SystemExit(f"timings.tsv has {sorted(seconds)}, an edition is {EDITION}")
     machine = re.search(r"live: (.+?), gpu profile", outputs["05"])  # notebook 05's label of its run
     run = {"note": note, "commit": commit, "device": machine.group(1) if machine else "unknown",
            "papermill_s": seconds, "papermill_s_01_07": round(sum(seconds.values()), 1)}
     for key, number, pattern in READINGS:
         found = re.search(pattern, outputs[number])
         if not found:
-            raise SystemExit(f"{NAMES[number]} printed nothing that matches {pattern!r}")
+            raise SystemExit(f"notebook {number} printed nothing that matches {pattern!r}")
         value = float(found.group(1))
         group, _, field = key.rpartition("/")
         (run.setdefault(group, {}) if group else run)[field] = int(value) if value.is_integer() else value

@@ -28,11 +28,10 @@ import torch
 import torch.nn.functional as F
 from pytorch_lightning.callbacks import Callback
 
-from nailseg_common.cache import load_cache
-from nailseg_common.fast_training import AccuracyClock, FastNailSegmentation
+from nailseg_common.cache import ensure_cache, load_cache
+from nailseg_common.fast_training import AccuracyClock, FastNailSegmentation, warm_up
 from nailseg_common.gpu_augmentation import KorniaAugmentation
 from nailseg_common.losses import soft_dice_loss
-from nailseg_common.metrics import SCORES
 from nailseg_common.policy import POLICY
 from nailseg_common.preparation import ensure_prepared
 from nailseg_common.profiles import select_profile
@@ -99,14 +98,12 @@ class Recipe(FastNailSegmentation):
             return super()._loss(logits, label)
         return F.binary_cross_entropy_with_logits(logits.float(), label.float()) + soft_dice_loss(logits, label)
 
-    def validation_step(self, batch, batch_idx):
-        image, label = batch["image"], batch["label"]
-        logits = self(image)
-        if self.hparams.flip_tta:
-            logits = 0.5 * (logits + self(image.flip(-1)).flip(-1))
-        for name, score in SCORES.items():
-            getattr(self, name).update(score(logits, label))
-            self.log(name, getattr(self, name), on_step=False, on_epoch=True)
+    def forward(self, image):
+        """Logits; with ``flip_tta``, outside training, averaged with the horizontal flip's."""
+        logits = super().forward(image)
+        if self.hparams.flip_tta and not self.training:
+            logits = 0.5 * (logits + super().forward(image.flip(-1)).flip(-1))
+        return logits
 
 
 class EMAWeights(Callback):
@@ -114,6 +111,7 @@ class EMAWeights(Callback):
 
     def __init__(self, decay):
         self.decay = decay
+        self.params = self.ema = self.backup = None
 
     def on_train_start(self, trainer, pl_module):
         self.params = [p for p in pl_module.parameters()]
@@ -126,16 +124,16 @@ class EMAWeights(Callback):
             torch._foreach_lerp_(self.ema, [p.detach() for p in self.params], 1 - decay)
 
     def on_validation_start(self, trainer, pl_module):
-        if not trainer.sanity_checking and hasattr(self, "ema"):
+        if self.ema is not None:
             self.backup = [p.detach().clone() for p in self.params]
             with torch.no_grad():
                 torch._foreach_copy_([p.data for p in self.params], self.ema)
 
     def on_validation_end(self, trainer, pl_module):
-        if hasattr(self, "backup"):
+        if self.backup is not None:
             with torch.no_grad():
                 torch._foreach_copy_([p.data for p in self.params], self.backup)
-            del self.backup
+            self.backup = None
 
 
 BASE = {"crop": None, "batch": 60, "lr": 2e-3, "warmup": 50, "steps": 1500, "val_every": 3, "ema": None, "tta": False,
@@ -175,8 +173,7 @@ def policy_of(name):
     raise ValueError(name)
 
 
-def load_tensors(cfg):
-    data = ensure_prepared(cfg, None, progress=False)
+def load_tensors(cfg, data):
     return {split: [t.to(cfg.device) for t in load_cache(data, cfg.image_size, split)]
             for split in ("train", "valid")}
 
@@ -194,16 +191,8 @@ def run(cfg, tensors, name, knobs, seed, compile_model):
     dm = Resident(tensors, k["batch"], seed, k["crop"], k["crop_until"])
     clock = AccuracyClock(target)
     callbacks = [clock] + ([EMAWeights(k["ema"])] if k["ema"] else [])
-    compile_s = None
-    if compile_model:
-        state = {key: v.clone() for key, v in model.state_dict().items()}
-        warm = make_trainer(dataclasses.replace(prof, max_steps=2), "warm", limit_train_batches=2,
-                            check_val_every_n_epoch=1, logger=False, enable_checkpointing=False,
-                            enable_progress_bar=False)
-        t0 = time.perf_counter()
-        warm.fit(model, datamodule=Resident(tensors, k["batch"], seed + 999, k["crop"], k["crop_until"]))
-        compile_s = time.perf_counter() - t0
-        model.load_state_dict(state)
+    compile_s = (warm_up(model, Resident(tensors, k["batch"], seed + 999, k["crop"], k["crop_until"]),
+                         prof) if compile_model else None)
     trainer = make_trainer(prof, "sweep", enable_checkpointing=False, enable_progress_bar=False,
                            logger=False, callbacks=callbacks)
     trainer.fit(model, datamodule=dm)
@@ -252,11 +241,11 @@ def main():
     parser.add_argument("--profile", default="gpu")
     args = parser.parse_args()
     cfg = select_profile(args.profile)
+    data = ensure_prepared(cfg, None, progress=False)
     if args.prepare_only:
-        ensure_prepared(cfg, None, progress=False)
-        load_cache(ensure_prepared(cfg, None, progress=False), cfg.image_size, "train")
+        ensure_cache(data, cfg.image_size)
         return
-    tensors = load_tensors(cfg)
+    tensors = load_tensors(cfg, data)
     if args.step_rates:
         shapes = [tuple(map(int, shape.split("x"))) for shape in args.shapes.split(",")]
         shapes = [(batch, side if side < cfg.image_size else None) for batch, side in shapes]
