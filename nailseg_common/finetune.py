@@ -9,10 +9,10 @@ from pathlib import Path
 import pandas as pd
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import BatchSampler, DataLoader, RandomSampler
 
 from nailseg_common.augmentation import valid_transform
-from nailseg_common.cache import CachedNailDataModule
+from nailseg_common.cache import BatchSlices, CachedNailDataModule
 from nailseg_common.datasets import NailDataset
 from nailseg_common.gpu_augmentation import KorniaAugmentation
 from nailseg_common.hub import cache_only_when_offline
@@ -112,20 +112,43 @@ def score_photos(model: LitNailSegmentation, frame: pd.DataFrame, image_size: in
                          "iou": per_image_iou(logits, labels).numpy()}, index=frame.index)
 
 
+class PhotosOnDevice(CachedNailDataModule):
+    """Notebook 03's uint8 cache, moved to the profile's device once (no copies, no
+    workers); training is one epoch of ``steps`` batches, the photos reshuffled each pass."""
+
+    def __init__(self, location: DataLocation, profile: Profile, steps: int, seed: int = 0):
+        super().__init__(location, profile, num_workers=0, pin_memory=False, seed=seed)
+        self.steps = steps
+
+    def setup(self, stage: str | None = None) -> None:
+        super().setup(stage)  # the splits in memory, then on the device
+        device = self.profile.device
+        self.data = {split: BatchSlices(part.images.to(device), part.labels.to(device))
+                     for split, part in self.data.items()}
+
+    def train_dataloader(self) -> DataLoader:
+        self.setup()
+        photos, batch = self.data["train"], self.profile.batch_size
+        passes = RandomSampler(photos, num_samples=self.steps * batch,  # reshuffled each pass
+                               generator=torch.Generator().manual_seed(self.seed))
+        return DataLoader(photos, sampler=BatchSampler(passes, batch, drop_last=True),
+                          batch_size=None)
+
+
 def fine_tune(model: LitNailSegmentation, data: DataLocation, profile: Profile, run_name: str,
               seed: int = 0, validations: int = 4) -> pl.Trainer:
     """Train ``model`` on ``data``'s training split for ``profile.finetune_steps`` steps, from
-    the uint8 cache with Kornia augmenting on the device, logged as ``run_name`` and
+    the photos on the device with Kornia augmenting there, logged as ``run_name`` and
     validating ``validations`` times at evenly spaced steps; the same ``seed`` gives every
     start the same batches and augmentations. No checkpoints: the model keeps its final
     weights. Returns the trainer."""
     pl.seed_everything(seed, verbose=False)
     model.gpu_augmentation = KorniaAugmentation(seed=seed)  # runs after the batch transfer
-    datamodule = CachedNailDataModule(data, profile, seed=seed)
+    datamodule = PhotosOnDevice(data, profile, profile.finetune_steps, seed=seed)
     trainer = make_trainer(profile, run_name, max_steps=profile.finetune_steps,
                            enable_checkpointing=False, enable_progress_bar=False,
                            val_check_interval=max(1, profile.finetune_steps // validations),
-                           check_val_every_n_epoch=None)  # every N steps, across epochs
+                           check_val_every_n_epoch=None)  # every N steps of the one epoch
     trainer.fit(model, datamodule=datamodule)
     return trainer
 
@@ -155,3 +178,13 @@ def recommend_start(tables: dict[str, pd.DataFrame]) -> dict:
                       lead_se=gain.mean() / se if se > 0 else math.nan,
                       wins=int((gain > 0).sum()), loses=int((gain < 0).sum()))
     return advice
+
+
+def save_weights(model: LitNailSegmentation, path: str | Path, image_size: int) -> Path:
+    """``model``'s weights as :func:`load_weights` reads them, with the ``image_size`` it was
+    trained at (``nailseg_common.predict`` reads it); returns ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"hyper_parameters": dict(model.hparams), "state_dict": model.state_dict(),
+                "image_size": image_size}, path)
+    return path

@@ -1,5 +1,7 @@
 """Plots the notebooks show."""
 
+from pathlib import Path
+
 import matplotlib.pyplot as plt
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
@@ -287,6 +289,19 @@ def plot_predictions(images, masks, probabilities, scores=None, max_images: int 
             ax.set_axis_off()
     fig.colorbar(image, ax=axes[1, :].tolist(), shrink=0.8, label="P(nail)")
     fig.suptitle("ground truth (yellow) vs prediction (cyan)", fontsize=10)
+    return fig
+
+
+def plot_overlays(paths, max_images: int = 4):
+    """The first ``max_images`` overlay images of ``paths`` in a row, titled by file name."""
+    count = max(1, min(max_images, len(paths)))
+    fig, axes = plt.subplots(1, count, figsize=(3.2 * count, 3.4), squeeze=False)
+    for ax, path in zip(axes[0], paths):
+        ax.imshow(plt.imread(path))
+        ax.set_title(Path(path).name, fontsize=8)
+    for ax in axes[0]:
+        ax.axis("off")
+    fig.tight_layout()
     return fig
 
 

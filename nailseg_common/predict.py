@@ -9,7 +9,7 @@ to its training side, as validation does; its probabilities are upsampled biline
 photo's size and thresholded at 0.5.
 
 The model is ``--checkpoint``, else :func:`default_checkpoint`; it sees photos at
-``--image-size``, else at the side its run was trained at (:func:`trained_image_size`), else
+``--image-size``, else at the side it was trained at (:func:`trained_image_size`), else
 at the profile's ``image_size``. Hidden files and folders (as in preparation) and OUT, when
 it lies inside IMAGES, are not read. Each file is written under
 a temporary hidden name and renamed into place, so an interrupted run leaves no half-written
@@ -73,13 +73,17 @@ def default_checkpoint(profile: Profile) -> Path:
 
 
 def trained_image_size(checkpoint: Path) -> int | None:
-    """The image side of the run that wrote ``checkpoint``: the profile its CSV log recorded
-    (``<run>/version_N/hparams.yaml`` beside ``checkpoints/``); None when there is no such log."""
-    logged = checkpoint.parent.parent / "hparams.yaml"
-    try:
-        size = (yaml.safe_load(logged.read_text()) or {}).get("profile", {}).get("image_size")
-    except (OSError, yaml.YAMLError, AttributeError):
-        return None
+    """The image side ``checkpoint``'s model was trained at: the file's own ``image_size``
+    (written by :func:`~nailseg_common.finetune.save_weights`), else the profile its run's CSV
+    log recorded (``<run>/version_N/hparams.yaml`` beside ``checkpoints/``); None when neither
+    says. Call it on a file :func:`load_model` has read."""
+    size = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True).get("image_size")
+    if size is None:
+        logged = checkpoint.parent.parent / "hparams.yaml"
+        try:
+            size = (yaml.safe_load(logged.read_text()) or {}).get("profile", {}).get("image_size")
+        except (OSError, yaml.YAMLError, AttributeError):
+            return None
     return size if isinstance(size, int) and size > 0 else None
 
 
@@ -188,15 +192,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "photo, nails tinted red); it may lie inside IMAGES (it is not read)")
     parser.add_argument("--checkpoint", default="",
                         help="a best-*.ckpt written by notebook 02 or 04 (runs/<profile>/<run>/"
-                             "version_N/checkpoints/); default: the newest of the profile")
+                             "version_N/checkpoints/), or a model notebook 06 saved; default: "
+                             "the newest best-*.ckpt of the profile")
     parser.add_argument("--profile", default="",
                         help="smoke, cpu or gpu: where the default checkpoint is looked for and "
                              "the default --image-size (default: $NAILSEG_PROFILE, else chosen "
                              "from the hardware)")
     parser.add_argument("--image-size", type=int, default=None,
                         help="side of the square the model sees, a multiple of 32 (default: "
-                             "the side its run was trained at, read from the run's hparams.yaml, "
-                             "else the profile's image_size: smoke 64, cpu 96, gpu 384)")
+                             "the side it was trained at, read from the checkpoint or its run's "
+                             "hparams.yaml, else the profile's image_size: smoke 64, cpu 96, gpu 384)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                         help="where the model runs (default: auto, the GPU when there is one)")
     args = parser.parse_args(argv)

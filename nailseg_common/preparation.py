@@ -45,13 +45,16 @@ import unicodedata
 import warnings
 import zipfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from .atomic import folder_lock, staged_folder, stale_staging
+from .environment import usable_cores
 from .images import VOID, DataError, exif_orientation, read_mask, read_rgb
 from .integrity import file_records, verify_records
 from .paths import DataLocation, data_location, unwritable
@@ -298,47 +301,66 @@ def _orientations(turns: tuple[int, int]) -> str:
                                                                               turns))
 
 
+class Converted(NamedTuple):
+    """One pair written as npy: its CSV row, nail share, void pixels and EXIF turns."""
+
+    row: dict
+    share: float
+    void_pixels: int
+    turns: tuple[int, int]
+
+
+def _convert_pair(pair: Pair, raw: Path, staging: Path) -> Converted | str:
+    """``pair`` read and written as npy under ``staging/npy``, or the problem that stops it."""
+    try:
+        image = read_rgb(pair.image)
+        mask, void_pixels = read_mask(pair.mask)
+        turns = exif_orientation(pair.image), exif_orientation(pair.mask, "Mask")
+    except DataError as error:
+        return str(error)
+    if image.shape[:2] != mask.shape:
+        exif = (f" Their EXIF orientations differ ({_orientations(turns)}): each file is "
+                "turned as its own tag says." if turns[0] != turns[1] else "")
+        return (f"Size mismatch: image {pair.image} is {image.shape[1]}x{image.shape[0]} but "
+                f"mask {pair.mask} is {mask.shape[1]}x{mask.shape[0]} (width x height).{exif} "
+                "Re-export the mask at the image's size, or remove the pair.")
+    npy_image = Path("npy", "images", pair.type, f"{pair.name}.npy")
+    npy_mask = Path("npy", "masks", pair.type, f"{pair.name}.npy")
+    for relative, array in ((npy_image, image), (npy_mask, mask[:, :, None])):
+        (staging / relative).parent.mkdir(parents=True, exist_ok=True)
+        np.save(staging / relative, np.ascontiguousarray(array))
+    row = {"image": pair.image.relative_to(raw).as_posix(),
+           "mask": pair.mask.relative_to(raw).as_posix(), "type": pair.type,
+           "npy_image": npy_image.as_posix(), "npy_mask": npy_mask.as_posix()}
+    return Converted(row, float(mask.mean()), void_pixels, turns)
+
+
 def _convert(pairs: list[Pair], raw: Path, staging: Path,
              progress: bool) -> tuple[list[dict], list[str]]:
-    """Write every pair as npy under ``staging/npy``; all problems are gathered, then raised.
+    """Write every pair as npy under ``staging/npy``, one thread per core (decoding and
+    writing release the GIL); all problems are gathered, then raised.
 
     Returns the CSV rows and the masks without any nail pixel (relative paths). Warns
     about pairs whose EXIF orientations differ and masks with void pixels; refuses masks
     whose nail share is far above the set's (:data:`NAIL_SHARE_FACTOR`).
     """
     rows, problems, empty, void, one_sided, shares = [], [], [], [], [], {}
-    for pair in progress_bar(pairs, "Converting to npy", enabled=progress):
-        try:
-            image = read_rgb(pair.image)
-            mask, void_pixels = read_mask(pair.mask)
-            turns = exif_orientation(pair.image), exif_orientation(pair.mask, "Mask")
-        except DataError as error:
-            problems.append(str(error))
-            continue
-        exif = (f" Their EXIF orientations differ ({_orientations(turns)}): each file is "
-                "turned as its own tag says." if turns[0] != turns[1] else "")
-        if image.shape[:2] != mask.shape:
-            problems.append(
-                f"Size mismatch: image {pair.image} is {image.shape[1]}x{image.shape[0]} but "
-                f"mask {pair.mask} is {mask.shape[1]}x{mask.shape[0]} (width x height).{exif} "
-                "Re-export the mask at the image's size, or remove the pair.")
-            continue
-        if exif:
-            one_sided.append(f"{pair.image} and {pair.mask} ({_orientations(turns)})")
-        relative_mask = pair.mask.relative_to(raw).as_posix()
-        shares[relative_mask] = float(mask.mean())
-        if not mask.any():
-            empty.append(relative_mask)
-        if void_pixels:
-            void.append(f"{relative_mask} ({void_pixels} pixel(s))")
-        npy_image = Path("npy", "images", pair.type, f"{pair.name}.npy")
-        npy_mask = Path("npy", "masks", pair.type, f"{pair.name}.npy")
-        for relative, array in ((npy_image, image), (npy_mask, mask[:, :, None])):
-            (staging / relative).parent.mkdir(parents=True, exist_ok=True)
-            np.save(staging / relative, np.ascontiguousarray(array))
-        rows.append({"image": pair.image.relative_to(raw).as_posix(), "mask": relative_mask,
-                     "type": pair.type, "npy_image": npy_image.as_posix(),
-                     "npy_mask": npy_mask.as_posix()})
+    with ThreadPoolExecutor(usable_cores()) as pool:
+        converted = pool.map(lambda pair: _convert_pair(pair, raw, staging), pairs)
+        for pair, done in zip(pairs, progress_bar(converted, "Converting to npy", len(pairs),
+                                                  enabled=progress)):
+            if isinstance(done, str):
+                problems.append(done)
+                continue
+            relative_mask = done.row["mask"]
+            if done.turns[0] != done.turns[1]:
+                one_sided.append(f"{pair.image} and {pair.mask} ({_orientations(done.turns)})")
+            shares[relative_mask] = done.share
+            if done.share == 0:
+                empty.append(relative_mask)
+            if done.void_pixels:
+                void.append(f"{relative_mask} ({done.void_pixels} pixel(s))")
+            rows.append(done.row)
     if len(empty) > MAX_EMPTY_SHARE * len(pairs):
         problems.append(f"{len(empty)} of {len(pairs)} masks have no nail pixel at all: more "
                         "likely masks whose nail was lost (a 0/1 mask saved as a low-quality "

@@ -441,7 +441,7 @@ class BatchSlices(torch.utils.data.Dataset):
         return self.images.shape[0]
 
     def __getitem__(self, indices) -> dict[str, torch.Tensor]:
-        index = torch.as_tensor(indices, dtype=torch.long)
+        index = torch.as_tensor(indices, dtype=torch.long, device=self.images.device)
         return {"image": self.images.index_select(0, index), "label": self.labels.index_select(0, index)}
 
 

@@ -55,15 +55,17 @@
 
 # %%
 import dataclasses
+import shutil
 import time
 
 import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
+from nailseg_common import predict
 from nailseg_common.paths import runs_dir
 from nailseg_common.photos import photos_or_standin
-from nailseg_common.plots import plot_predictions, plot_training_curves
+from nailseg_common.plots import plot_overlays, plot_predictions, plot_training_curves
 from nailseg_common.preparation import read_split
 from nailseg_common.training import read_metrics
 
@@ -318,18 +320,21 @@ else:
 # ## Fine-tuning each start
 #
 # `fine_tune` trains one start with notebook 02's `make_trainer` for the profile's
-# `finetune_steps`, fed the way notebook 03 taught: the photos sit in memory as one uint8
-# tensor, already resized (`CachedNailDataModule`), and the course's augmentation policy runs
-# on the device, inside the training step (`KorniaAugmentation`). With a few dozen photos an
-# epoch is a few batches, and a loader that decodes and augments on CPU workers would start
-# every epoch waiting for them. Three details make the starts comparable and the run short:
+# `finetune_steps`, fed as notebook 03 taught and one step further: `PhotosOnDevice` moves
+# notebook 03's uint8 cache (the photos already resized) onto the device once, so a batch
+# is one gather in GPU memory, with no copy and no worker; the course's augmentation policy
+# runs there too, inside the training step (`KorniaAugmentation`). With a few dozen photos
+# an epoch is a few batches, and starting each epoch (a new loader iterator, Lightning's
+# epoch hooks) would cost more than its steps: training is one epoch of `finetune_steps`
+# batches, the photos in a new order on each pass through them. Three details make the
+# starts comparable and the run short:
 #
 # - **the same batches and augmentations**: `seed_everything` fixes PyTorch's generators, the
-#   cache's sampler shuffles from its own seed, and `KorniaAugmentation(seed=...)` draws from
-#   a generator of its own, so every start sees the same batches augmented the same way;
-# - **validation at the same steps**: a small set makes short epochs, and validating after
-#   each of them would cost more than the training; `fine_tune` validates a few times
-#   (`validations`), at the same steps for every start, counted across epochs, for the curves;
+#   sampler draws from its own seed, and `KorniaAugmentation(seed=...)` from a generator of
+#   its own, so every start sees the same batches augmented the same way;
+# - **validation at the same steps**: validating often would cost more than the training;
+#   `fine_tune` validates a few times (`validations`), at the same steps for every start,
+#   for the curves;
 # - **no checkpoints**: the held-out photos are both what the runs validate on and what
 #   they are scored on, so picking each run's best validation checkpoint would flatter every
 #   start with a choice made on the test photos. Each start is scored with its final
@@ -338,27 +343,51 @@ else:
 # %%
 #| export finetune
 import pytorch_lightning as pl
+from torch.utils.data import BatchSampler, RandomSampler
 
-from nailseg_common.cache import CachedNailDataModule
+from nailseg_common.cache import BatchSlices, CachedNailDataModule
 from nailseg_common.gpu_augmentation import KorniaAugmentation
 from nailseg_common.paths import DataLocation
 from nailseg_common.training import make_trainer
 
 
+class PhotosOnDevice(CachedNailDataModule):
+    """Notebook 03's uint8 cache, moved to the profile's device once (no copies, no
+    workers); training is one epoch of ``steps`` batches, the photos reshuffled each pass."""
+
+    def __init__(self, location: DataLocation, profile: Profile, steps: int, seed: int = 0):
+        super().__init__(location, profile, num_workers=0, pin_memory=False, seed=seed)
+        self.steps = steps
+
+    def setup(self, stage: str | None = None) -> None:
+        super().setup(stage)  # the splits in memory, then on the device
+        device = self.profile.device
+        self.data = {split: BatchSlices(part.images.to(device), part.labels.to(device))
+                     for split, part in self.data.items()}
+
+    def train_dataloader(self) -> DataLoader:
+        self.setup()
+        photos, batch = self.data["train"], self.profile.batch_size
+        passes = RandomSampler(photos, num_samples=self.steps * batch,  # reshuffled each pass
+                               generator=torch.Generator().manual_seed(self.seed))
+        return DataLoader(photos, sampler=BatchSampler(passes, batch, drop_last=True),
+                          batch_size=None)
+
+
 def fine_tune(model: LitNailSegmentation, data: DataLocation, profile: Profile, run_name: str,
               seed: int = 0, validations: int = 4) -> pl.Trainer:
     """Train ``model`` on ``data``'s training split for ``profile.finetune_steps`` steps, from
-    the uint8 cache with Kornia augmenting on the device, logged as ``run_name`` and
+    the photos on the device with Kornia augmenting there, logged as ``run_name`` and
     validating ``validations`` times at evenly spaced steps; the same ``seed`` gives every
     start the same batches and augmentations. No checkpoints: the model keeps its final
     weights. Returns the trainer."""
     pl.seed_everything(seed, verbose=False)
     model.gpu_augmentation = KorniaAugmentation(seed=seed)  # runs after the batch transfer
-    datamodule = CachedNailDataModule(data, profile, seed=seed)
+    datamodule = PhotosOnDevice(data, profile, profile.finetune_steps, seed=seed)
     trainer = make_trainer(profile, run_name, max_steps=profile.finetune_steps,
                            enable_checkpointing=False, enable_progress_bar=False,
                            val_check_interval=max(1, profile.finetune_steps // validations),
-                           check_val_every_n_epoch=None)  # every N steps, across epochs
+                           check_val_every_n_epoch=None)  # every N steps of the one epoch
     trainer.fit(model, datamodule=datamodule)
     return trainer
 
@@ -368,11 +397,13 @@ curves = {}
 for start_name, model in starts.items():
     began = time.perf_counter()
     trainer = fine_tune(model, data, cfg, f"06_{start_name}")
+    seconds = time.perf_counter() - began
     curves[start_name] = read_metrics(trainer).dropna(subset=["val_dice"])
     models[start_name] = model
     tables[start_name] = score_photos(model, valid, cfg.image_size, cfg.device)
-    print(f"{start_name:>9s}: {trainer.global_step} steps ({trainer.current_epoch} epochs) in "
-          f"{time.perf_counter() - began:.0f} s: hard Dice {tables[start_name]['dice'].mean():.3f}, "
+    print(f"{start_name:>9s}: {trainer.global_step} steps in {seconds:.1f} s "
+          f"({1000 * seconds / max(1, trainer.global_step):.0f} ms a step, validations included): "
+          f"hard Dice {tables[start_name]['dice'].mean():.3f}, "
           f"IoU {tables[start_name]['iou'].mean():.3f} on the {len(valid)} held-out photos")
 
 # %% [markdown]
@@ -506,6 +537,54 @@ print(f"skipped: {', '.join(skipped) or 'none'}; with {photos_held_out} held-out
 # - **Few held-out photos make noisy means.** Before you trust a small gap, hold out more
 #   photos, or repeat with another split (`start(..., seed=1)`).
 #
+# ## Masks for new photos
+#
+# A model earns its keep on photos nobody has drawn masks for. `save_weights` writes a
+# model's weights and hyperparameters in the form `load_weights` reads, with the image side
+# it was trained at; the zero-shot row needs nothing written, it *is* the checkpoint.
+
+# %%
+#| export finetune
+def save_weights(model: LitNailSegmentation, path: str | Path, image_size: int) -> Path:
+    """``model``'s weights as :func:`load_weights` reads them, with the ``image_size`` it was
+    trained at (``nailseg_common.predict`` reads it); returns ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"hyper_parameters": dict(model.hparams), "state_dict": model.state_dict(),
+                "image_size": image_size}, path)
+    return path
+
+
+# %% [markdown]
+# Then one command gives masks for a folder of photos:
+#
+#     python -m nailseg_common.predict IMAGES OUT --checkpoint MODEL
+#
+# For every JPEG or PNG under `IMAGES` (in subfolders too) it writes, at the same relative
+# path under `OUT`, `<stem>.png`, the mask (0 or 255) at the size a photo viewer shows the
+# photo (EXIF orientation applied, as preparation does), and `<stem>_overlay.jpg`, the
+# photo with its nails tinted red. Without `--checkpoint` it takes the newest checkpoint of
+# notebook 02 or 04. Here it runs on a copy of the held-out photos, called from Python with
+# the same arguments (`predict.main`, which returns the command's exit status).
+
+# %%
+run_folder = runs_dir() / cfg.name
+model_file = (synthetic_checkpoint if best == ZERO_SHOT else
+              save_weights(models[best], run_folder / "06_fine_tuned" / f"{best}.pt", cfg.image_size))
+new_photos, masks = run_folder / "06_new_photos", run_folder / "06_masks"
+for folder in (new_photos, masks):
+    shutil.rmtree(folder, ignore_errors=True)  # the outputs of an earlier run
+for image in valid["image"]:
+    copy = new_photos / Path(image).relative_to(data.raw)
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(image, copy)
+status = predict.main([str(new_photos), str(masks), "--checkpoint", str(model_file),
+                       "--image-size", str(cfg.image_size), "--device", cfg.device.type])
+print(f"exit status {status}; model: {best}")
+plot_overlays(sorted(masks.rglob("*_overlay.jpg")))
+plt.show()
+
+# %% [markdown]
 # ## Summary
 #
 # - Your photos go through the same preparation as the synthetic set; without them the
@@ -514,10 +593,12 @@ print(f"skipped: {', '.join(skipped) or 'none'}; with {photos_held_out} held-out
 #   decides the encoder of every start, so the starts differ only in their weights.
 # - Fair and fast fine-tuning: the same steps, seed, batches and augmentations for every
 #   start (the GPU augmentation with a seed of its own), the same validation steps, the
-#   photos held in memory as notebook 03's uint8 cache; scored with the final weights, not
-#   a checkpoint chosen on the held-out photos.
+#   photos held on the device as notebook 03's uint8 cache, one long epoch; scored with the
+#   final weights, not a checkpoint chosen on the held-out photos.
 # - Scores per photo (hard Dice and IoU at 0.5) show which photos fail, and the paired
 #   gain with its standard error says whether one start really beats another.
+# - `save_weights` and `python -m nailseg_common.predict` turn the chosen model into masks
+#   and overlays for any folder of photos.
 #
 # ## Exercises
 #
@@ -533,3 +614,6 @@ print(f"skipped: {', '.join(skipped) or 'none'}; with {photos_held_out} held-out
 #    the starts survive? How large is the spread of each start's mean Dice?
 # 5. Score the zero-shot checkpoint at a larger `image_size` than it was trained at. Does a
 #    model trained at one size transfer to another?
+# 6. Photograph a few nails of your own, put the photos in a folder and run
+#    `python -m nailseg_common.predict FOLDER masks --checkpoint` with the model this
+#    notebook saved. Where do the overlays go wrong: light, skin, polish, background?

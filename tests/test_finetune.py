@@ -15,6 +15,7 @@ from huggingface_hub import constants as hub_constants
 from nailseg_common import hub, photos
 from nailseg_common.datasets import NailDataModule
 from nailseg_common.finetune import (
+    PhotosOnDevice,
     checkpoint_hparams,
     compare_starts,
     find_checkpoint,
@@ -22,6 +23,7 @@ from nailseg_common.finetune import (
     load_weights,
     recommend_start,
     resolve_checkpoint,
+    save_weights,
     score_photos,
     start_model,
 )
@@ -145,6 +147,35 @@ def test_the_same_seed_trains_the_same_weights_without_writing_checkpoints(train
     assert all(run.global_step == trained.profile.finetune_steps for run in runs)
     assert all(run.checkpoint_callback is None for run in runs)
     assert not list(Path(runs[0].log_dir).rglob("*.ckpt"))
+
+
+def test_one_epoch_holds_every_step_and_each_pass_shows_every_photo_once(trained):
+    profile = trained.profile
+    photos = PhotosOnDevice(trained.data, profile, steps=7, seed=3)
+    batches = list(photos.train_dataloader())
+    assert len(batches) == 7 and all(b["image"].shape[0] == profile.batch_size for b in batches)
+    assert all(b["image"].dtype == torch.uint8 and b["image"].device == profile.device
+               for b in batches)
+    images = photos.data["train"].images
+    count = images.shape[0]
+    drawn = [int((images == image).flatten(1).all(1).nonzero()[0]) for b in batches
+             for image in b["image"]]
+    for start in range(0, len(drawn) - count + 1, count):
+        assert sorted(drawn[start:start + count]) == list(range(count))
+    again = [b["image"] for b in PhotosOnDevice(trained.data, profile, 7, seed=3).train_dataloader()]
+    assert all(torch.equal(a["image"], b) for a, b in zip(batches, again))
+    assert len(photos.val_dataloader()) == math.ceil(len(read_split(trained.data, "valid"))
+                                                     / profile.batch_size)
+
+
+def test_saved_weights_load_into_a_new_model_with_their_image_size(trained, tmp_path):
+    model = load_weights(LitNailSegmentation(ENCODER), trained.best)
+    path = save_weights(model, tmp_path / "models" / "chosen.pt", image_size=96)
+    assert checkpoint_hparams(path)["encoder"] == ENCODER
+    assert torch.load(path, weights_only=True)["image_size"] == 96
+    copy = load_weights(LitNailSegmentation(ENCODER), path)
+    assert all(torch.equal(value, copy.state_dict()[name])
+               for name, value in model.state_dict().items())
 
 
 def _table(dice):

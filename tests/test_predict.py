@@ -12,8 +12,9 @@ from PIL import Image
 from torch import nn
 from torch.utils.data import DataLoader
 
+from nailseg_common.finetune import save_weights
 from nailseg_common.models import LitNailSegmentation
-from nailseg_common.predict import main, predict_mask
+from nailseg_common.predict import load_model, main, predict_mask
 from nailseg_common.profiles import select_profile
 from nailseg_common.training import make_trainer
 
@@ -230,3 +231,13 @@ def test_the_side_the_run_was_trained_at_is_read_from_its_log_unless_given(
     code = main([str(images), str(tmp_path / "out3"), "--profile", "smoke", "--device", "cpu",
                  "--checkpoint", str(copied), "--image-size", "96"])
     assert code == 0 and "at 96x96 on cpu" in capsys.readouterr().out
+
+
+def test_a_model_saved_by_notebook_06_is_read_at_the_side_it_stores(model, tmp_path, capsys):
+    images = tmp_path / "photos"
+    photo(images / "a.jpg")
+    saved = save_weights(load_model(model.checkpoint), tmp_path / "saved" / "best.pt", 96)
+    code = main([str(images), str(tmp_path / "out"), "--profile", "smoke", "--device", "cpu",
+                 "--checkpoint", str(saved)])
+    assert code == 0 and "at 96x96 on cpu" in capsys.readouterr().out
+    assert files(tmp_path / "out") == {"a.png", "a_overlay.jpg"}
