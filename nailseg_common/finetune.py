@@ -11,6 +11,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler
 
+import nailseg_common
 from nailseg_common.augmentation import valid_transform
 from nailseg_common.cache import BatchSlices, CachedNailDataModule
 from nailseg_common.datasets import NailDataset
@@ -24,6 +25,8 @@ from nailseg_common.training import make_trainer
 
 CHECKPOINT_RUNS = ("02_lightning_baseline", "04_dali")
 """The runs whose best checkpoint is the course's synthetic-pretrained model."""
+SHIPPED_MODEL = Path(nailseg_common.__file__).parent / "pretrained" / "unet-mobilenet_v2.pt"
+"""The synthetic-pretrained model the course ships; its provenance is the ``.json`` beside it."""
 
 
 def find_checkpoint(profile: Profile, runs: tuple[str, ...] = CHECKPOINT_RUNS) -> Path | None:
@@ -35,14 +38,16 @@ def find_checkpoint(profile: Profile, runs: tuple[str, ...] = CHECKPOINT_RUNS) -
 
 
 def resolve_checkpoint(checkpoint: str | Path, profile: Profile) -> Path | None:
-    """``checkpoint`` when given (it must exist), else :func:`find_checkpoint`."""
+    """``checkpoint`` when given (it must exist), else :func:`find_checkpoint`, else
+    :data:`SHIPPED_MODEL` when the package holds it; ``None`` when there is none."""
     if not checkpoint:
-        return find_checkpoint(profile)
+        found = find_checkpoint(profile)
+        return found or (SHIPPED_MODEL if SHIPPED_MODEL.is_file() else None)
     path = Path(checkpoint).expanduser()
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint={str(checkpoint)!r} is not a file: pass the path of "
                                 "a best-*.ckpt written by notebook 02 or 04, or leave it empty to "
-                                "use the newest one of this profile.")
+                                "use the newest one of this profile (else the course's model).")
     return path
 
 

@@ -39,8 +39,8 @@ from torch import nn
 
 from nailseg_common.augmentation import valid_transform
 from nailseg_common.finetune import (
+    SHIPPED_MODEL,
     checkpoint_hparams,
-    find_checkpoint,
     load_weights,
     resolve_checkpoint,
 )
@@ -63,12 +63,13 @@ NOT_A_CHECKPOINT = (LookupError, EOFError, RuntimeError, TypeError, ValueError, 
 
 def default_checkpoint(profile: Profile) -> Path:
     """The model used without ``--checkpoint``: the newest ``best-*.ckpt`` of notebook 02 or
-    04 in ``profile`` (:func:`~nailseg_common.finetune.find_checkpoint`); DataError when none."""
-    found = find_checkpoint(profile)
+    04 in ``profile``, else the model the course ships
+    (:func:`~nailseg_common.finetune.resolve_checkpoint`); DataError when there is neither."""
+    found = resolve_checkpoint("", profile)
     if found is None:
         raise DataError(f"No checkpoint of profile {profile.name!r} under "
-                        f"{runs_dir() / profile.name}: run notebook 02 (or 04) in this profile "
-                        "first, or pass --checkpoint PATH (a best-*.ckpt).")
+                        f"{runs_dir() / profile.name} and no {SHIPPED_MODEL}: run notebook 02 "
+                        "(or 04) in this profile first, or pass --checkpoint PATH (a best-*.ckpt).")
     return found
 
 
@@ -193,7 +194,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--checkpoint", default="",
                         help="a best-*.ckpt written by notebook 02 or 04 (runs/<profile>/<run>/"
                              "version_N/checkpoints/), or a model notebook 06 saved; default: "
-                             "the newest best-*.ckpt of the profile")
+                             "the newest best-*.ckpt of the profile, else the course's model")
     parser.add_argument("--profile", default="",
                         help="smoke, cpu or gpu: where the default checkpoint is looked for and "
                              "the default --image-size (default: $NAILSEG_PROFILE, else chosen "

@@ -59,7 +59,6 @@ import albumentations as A
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
-from torch.utils.data import default_collate
 
 from nailseg_common import plots
 from nailseg_common.benchmark import load_results
@@ -792,8 +791,7 @@ print(f"validation Dice {scores['val_dice']:.3f}, IoU {scores['val_iou']:.3f} "
 # predicted probability; each title is that image's IoU.
 
 # %%
-first_four = [datamodule.valid_set[i] for i in range(min(4, len(datamodule.valid_set)))]
-batch = default_collate(first_four)  # without starting the loader's worker processes
+batch = next(iter(DataLoader(datamodule.valid_set, batch_size=4)))  # 4 images, no worker processes
 with torch.no_grad(), torch.autocast(cfg.device.type, torch.bfloat16, enabled="bf16" in cfg.precision):
     logits = model.eval()(batch["image"].to(model.device)).float().cpu()
 plots.plot_predictions(batch["image"].permute(0, 2, 3, 1).numpy() / 255, batch["label"][:, 0].numpy(),

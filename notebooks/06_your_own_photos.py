@@ -75,7 +75,8 @@ from nailseg_common.training import read_metrics
 # %% tags=["parameters"]
 profile = ""            # smoke, cpu or gpu; empty: $NAILSEG_PROFILE, else chosen from the hardware
 data_root = ""          # your photos: Images/<type>/ + Masks/<type>/, or flat images/ + masks/
-checkpoint = ""         # the synthetic-pretrained checkpoint; empty: the newest of notebook 02 or 04
+checkpoint = ""         # the synthetic-pretrained checkpoint; empty: the newest of notebook 02
+                        # or 04 in this profile, else the model the course ships
 try_imagenet = True     # also fine-tune from ImageNet weights (needs a download, once)
 standin_images = None   # photos in the stand-in used without data_root; None: half the
                         # profile's synthetic set, at most 60
@@ -115,10 +116,13 @@ print(f"{len(train)} photos to fine-tune on, {len(valid)} held out to compare th
 # Notebook 02 (and 04, with DALI) trained the U-Net on the synthetic set and kept the
 # weights of its best validation Dice as `best-*.ckpt` under
 # `runs/<profile>/<run>/version_N/checkpoints/`. `find_checkpoint` takes the newest of
-# them in the current profile; `resolve_checkpoint` prefers the path you pass. A Lightning
-# checkpoint also stores the module's hyperparameters, so `checkpoint_hparams` tells which
-# encoder the weights belong to, without building a model. (Cells that start with
-# `#| export finetune` are also written into `nailseg_common.finetune` by `make export`.)
+# them in the current profile; `resolve_checkpoint` prefers the path you pass, and without
+# either it takes `SHIPPED_MODEL`: the U-Net the course ships in the package, trained by
+# notebook 04 on an H100 (how, and how well, is in the `.json` beside it), so that a machine
+# without a GPU has a good start too. A checkpoint also stores the module's
+# hyperparameters, so `checkpoint_hparams` tells which encoder the weights belong to,
+# without building a model. (Cells that start with `#| export finetune` are also written
+# into `nailseg_common.finetune` by `make export`.)
 
 # %%
 #| export finetune
@@ -126,11 +130,14 @@ from pathlib import Path
 
 import torch
 
+import nailseg_common
 from nailseg_common.paths import runs_dir
 from nailseg_common.profiles import Profile
 
 CHECKPOINT_RUNS = ("02_lightning_baseline", "04_dali")
 """The runs whose best checkpoint is the course's synthetic-pretrained model."""
+SHIPPED_MODEL = Path(nailseg_common.__file__).parent / "pretrained" / "unet-mobilenet_v2.pt"
+"""The synthetic-pretrained model the course ships; its provenance is the ``.json`` beside it."""
 
 
 def find_checkpoint(profile: Profile, runs: tuple[str, ...] = CHECKPOINT_RUNS) -> Path | None:
@@ -142,14 +149,16 @@ def find_checkpoint(profile: Profile, runs: tuple[str, ...] = CHECKPOINT_RUNS) -
 
 
 def resolve_checkpoint(checkpoint: str | Path, profile: Profile) -> Path | None:
-    """``checkpoint`` when given (it must exist), else :func:`find_checkpoint`."""
+    """``checkpoint`` when given (it must exist), else :func:`find_checkpoint`, else
+    :data:`SHIPPED_MODEL` when the package holds it; ``None`` when there is none."""
     if not checkpoint:
-        return find_checkpoint(profile)
+        found = find_checkpoint(profile)
+        return found or (SHIPPED_MODEL if SHIPPED_MODEL.is_file() else None)
     path = Path(checkpoint).expanduser()
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint={str(checkpoint)!r} is not a file: pass the path of "
                                 "a best-*.ckpt written by notebook 02 or 04, or leave it empty to "
-                                "use the newest one of this profile.")
+                                "use the newest one of this profile (else the course's model).")
     return path
 
 
@@ -168,12 +177,14 @@ def checkpoint_hparams(checkpoint: str | Path) -> dict:
 synthetic_checkpoint = resolve_checkpoint(checkpoint, cfg)
 if synthetic_checkpoint is None:
     print(f"No synthetic-pretrained checkpoint in profile {cfg.name!r} (looked for best-*.ckpt "
-          f"under {runs_dir() / cfg.name}/{{{','.join(CHECKPOINT_RUNS)}}}/*/checkpoints/): run "
-          "notebook 02 (or 04) in this profile first, or pass checkpoint=... . "
-          "Going on without the synthetic start.")
+          f"under {runs_dir() / cfg.name}/{{{','.join(CHECKPOINT_RUNS)}}}/*/checkpoints/) and "
+          f"no {SHIPPED_MODEL}: run notebook 02 (or 04) in this profile first, or pass "
+          "checkpoint=... . Going on without the synthetic start.")
 else:
     trained_with = checkpoint_hparams(synthetic_checkpoint)["encoder"]
-    print(f"synthetic checkpoint: {synthetic_checkpoint} (encoder {trained_with})")
+    origin = ("the model the course ships" if synthetic_checkpoint == SHIPPED_MODEL
+              else "given" if checkpoint else f"the newest of profile {cfg.name!r}")
+    print(f"synthetic checkpoint: {synthetic_checkpoint} ({origin}; encoder {trained_with})")
     if trained_with != cfg.encoder:
         print(f"encoder {cfg.encoder!r} -> {trained_with!r}: every start uses the checkpoint's "
               "encoder, so the starts differ only in their weights")
@@ -563,9 +574,10 @@ def save_weights(model: LitNailSegmentation, path: str | Path, image_size: int) 
 # For every JPEG or PNG under `IMAGES` (in subfolders too) it writes, at the same relative
 # path under `OUT`, `<stem>.png`, the mask (0 or 255) at the size a photo viewer shows the
 # photo (EXIF orientation applied, as preparation does), and `<stem>_overlay.jpg`, the
-# photo with its nails tinted red. Without `--checkpoint` it takes the newest checkpoint of
-# notebook 02 or 04. Here it runs on a copy of the held-out photos, called from Python with
-# the same arguments (`predict.main`, which returns the command's exit status).
+# photo with its nails tinted red. Without `--checkpoint` it takes the model
+# `resolve_checkpoint` would (the newest of notebook 02 or 04, else the course's). Here it
+# runs on a copy of the held-out photos, called from Python with the same arguments
+# (`predict.main`, which returns the command's exit status).
 
 # %%
 run_folder = runs_dir() / cfg.name

@@ -1,0 +1,157 @@
+"""The model the course ships (``nailseg_common/pretrained/``), and how well candidates transfer.
+
+Run on a GPU after notebook 04 trained the candidates in the ``gpu`` profile, in the same
+data folder; how the committed model was made (a lent H100, after the published edition):
+
+    papermill notebooks/04_dali_pipeline.ipynb 04_mobilenet.ipynb -p encoder mobilenet_v2
+    python -m tools.ship_model RESNET34_CKPT MOBILENET_V2_CKPT --ship 1 --commit SHA --out DIR
+
+For every candidate checkpoint: its size in half precision, its hard Dice and IoU on the
+synthetic validation set, and on notebook 06's stand-in of another style (``--photos``
+photos, a fifth held out) the zero-shot scores at each of ``--sizes`` and the scores after
+notebook 06's ``fine_tune`` for ``--finetune-steps`` steps, once per seed, with the seconds
+each start took; the random start of the shipped candidate's encoder for reference. The
+``--ship`` candidate is written in half precision (``unet-<encoder>.pt``) with its
+provenance (``unet-<encoder>.json``), scored again as written. ``--profile smoke`` checks
+the code path on a CPU in a minute.
+
+Outputs in ``--out``: the model, its provenance, and ``shipped_model.json`` (the comparison).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import hashlib
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from nailseg_common.course import start
+from nailseg_common.environment import device_description, library_versions
+from nailseg_common.finetune import (
+    checkpoint_hparams,
+    fine_tune,
+    load_weights,
+    save_weights,
+    score_photos,
+    start_model,
+)
+from nailseg_common.models import LitNailSegmentation
+from nailseg_common.photos import photos_or_standin
+from nailseg_common.preparation import ensure_prepared, read_split
+from nailseg_common.profiles import Profile, select_profile
+
+
+def mean_scores(model: LitNailSegmentation, frame, image_size: int, device) -> dict:
+    """Hard Dice and IoU averaged over the photos of ``frame`` at ``image_size``."""
+    table = score_photos(model, frame, image_size, device)
+    return {"dice": round(float(table["dice"].mean()), 4),
+            "iou": round(float(table["iou"].mean()), 4), "images": len(table)}
+
+
+def timed_fine_tune(start_name: str, checkpoint: Path | None, standin, cfg: Profile,
+                    held_out, seed: int) -> dict:
+    """One start fine-tuned with notebook 06's code: seconds (fit only) and held-out scores."""
+    model = start_model(start_name, cfg.encoder, cfg.lr, cfg.finetune_steps, checkpoint, seed)
+    if cfg.device.type == "cuda":
+        torch.cuda.synchronize()
+    began = time.perf_counter()
+    trainer = fine_tune(model, standin, cfg, f"ship_{start_name}_{cfg.encoder}", seed=seed)
+    if cfg.device.type == "cuda":
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - began
+    return {"seed": seed, "seconds": round(seconds, 2), "steps": trainer.global_step,
+            **mean_scores(model, held_out, cfg.image_size, cfg.device)}
+
+
+def candidate(checkpoint: Path, synthetic_valid, standin, cfg: Profile, held_out,
+              sizes: list[int], seeds: list[int]) -> dict:
+    """Every measurement of one candidate checkpoint (see the module's docstring)."""
+    encoder = checkpoint_hparams(checkpoint)["encoder"]
+    cfg = dataclasses.replace(cfg, encoder=encoder)
+    model = start_model("synthetic", encoder, cfg.lr, cfg.finetune_steps, checkpoint)
+    parameters = sum(p.numel() for p in model.parameters())
+    saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    return {"checkpoint": checkpoint.name, "encoder": encoder, "parameters": parameters,
+            "half_precision_mib": round(2 * parameters / 2**20, 1),
+            "trained_steps": saved.get("global_step"),
+            "synthetic_valid": mean_scores(model, synthetic_valid, cfg.image_size, cfg.device),
+            "zero_shot": {str(size): mean_scores(model, held_out, size, cfg.device)
+                          for size in sizes},
+            "fine_tuned": [timed_fine_tune("synthetic", checkpoint, standin, cfg, held_out, seed)
+                           for seed in seeds]}
+
+
+def ship(checkpoint: Path, out: Path, cfg: Profile, synthetic_valid, provenance: dict) -> dict:
+    """``checkpoint`` written in half precision to ``out``, scored again as written, with its
+    provenance beside it; returns the provenance."""
+    encoder = checkpoint_hparams(checkpoint)["encoder"]
+    model = load_weights(LitNailSegmentation(encoder), checkpoint).half()
+    path = save_weights(model, out / f"unet-{encoder}.pt", cfg.image_size)
+    as_written = load_weights(LitNailSegmentation(encoder), path)  # float32, rounded weights
+    provenance = {"file": path.name, "bytes": path.stat().st_size,
+                  "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "encoder": encoder,
+                  "image_size": cfg.image_size, "stored_as": "float16 weights",
+                  "source_checkpoint": checkpoint.name,
+                  "trained_steps": torch.load(checkpoint, map_location="cpu",
+                                              weights_only=True).get("global_step"),
+                  "hyper_parameters": checkpoint_hparams(checkpoint), **provenance,
+                  "synthetic_valid": mean_scores(as_written, synthetic_valid, cfg.image_size,
+                                                 cfg.device)}
+    path.with_suffix(".json").write_text(json.dumps(provenance, indent=2, default=str) + "\n")
+    return provenance
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m tools.ship_model",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("candidates", nargs="+", type=Path, help="notebook 04 best-*.ckpt files")
+    parser.add_argument("--ship", type=int, default=None, help="index of the candidate to ship")
+    parser.add_argument("--profile", default="gpu")
+    parser.add_argument("--photos", type=int, default=50, help="stand-in photos (a fifth held out)")
+    parser.add_argument("--sizes", default="128,192,256,384", help="zero-shot image sides")
+    parser.add_argument("--seeds", type=int, default=3, help="fine-tuning runs per start")
+    parser.add_argument("--finetune-steps", type=int, default=1200)
+    parser.add_argument("--trained-by", default="notebooks/04_dali_pipeline.ipynb, gpu profile "
+                        "defaults, -p encoder <encoder>, on the published edition's data")
+    parser.add_argument("--commit", default="", help="the commit the candidates were trained at")
+    parser.add_argument("--out", type=Path, required=True)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    profile = select_profile(args.profile)
+    synthetic_valid = read_split(ensure_prepared(profile), "valid")
+    photos = photos_or_standin(args.profile, num_images=args.photos)
+    cfg, standin = start(args.profile, photos, finetune_steps=args.finetune_steps)
+    held_out = read_split(standin, "valid")
+    sizes, seeds = [int(size) for size in args.sizes.split(",")], list(range(args.seeds))
+    about = {"device": device_description(), "versions": library_versions(),
+             "date": datetime.date.today().isoformat(), "commit": args.commit,
+             "profile": cfg.name}
+    results = {**about, "standin": {"photos": args.photos, "held_out": len(held_out),
+                                    "image_size": cfg.image_size, "batch_size": cfg.batch_size,
+                                    "finetune_steps": cfg.finetune_steps, "seeds": seeds},
+               "candidates": [candidate(path, synthetic_valid, standin, cfg, held_out, sizes,
+                                        seeds) for path in args.candidates]}
+    if args.ship is not None:
+        shipped = args.candidates[args.ship]
+        encoder = checkpoint_hparams(shipped)["encoder"]
+        random_cfg = dataclasses.replace(cfg, encoder=encoder)
+        results["random_start"] = {"encoder": encoder, "fine_tuned": [
+            timed_fine_tune("random", None, standin, random_cfg, held_out, seed) for seed in seeds]}
+        trained_by = args.trained_by.replace("<encoder>", encoder)
+        results["shipped"] = ship(shipped, args.out, cfg, synthetic_valid,
+                                  {**about, "trained_by": trained_by})
+    (args.out / "shipped_model.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    print(json.dumps(results, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
