@@ -75,7 +75,7 @@ PROFILES: dict[str, Profile] = {
         # lr 7e-4: the best final hard Dice of 5e-4, 7e-4, 1e-3 and 2e-3 over two seeds each
         # on an H100 (results/course_recipe_lr_h100.json)
         max_steps=1800, encoder="resnet34", num_workers=15, precision="bf16-mixed", lr=7e-4,
-        bench_repeats=3, bench_steps=30, finetune_steps=480,
+        bench_repeats=3, bench_steps=20, finetune_steps=240,
         compile_model=True, fast_batch_size=60, fast_lr=2e-3, warmup_steps=50,
         fast_max_steps=1500, val_every_n_epochs=3, ddp_devices=2, ddp_batch_size=60,
         ddp_max_steps=1000, ddp_profile_epoch=3,

@@ -85,7 +85,6 @@ batch_size = None
 finetune_steps = None   # optimizer steps of each fine-tuning run (the same for every start)
 encoder = None          # smp encoder name; a found checkpoint's encoder wins
 lr = None               # peak learning rate of AdamW's cosine schedule
-num_workers = None      # DataLoader worker processes of the cache loader (it uses at most 2)
 precision = None        # Lightning precision, e.g. 32-true, bf16-mixed
 accelerator = None      # cpu or gpu
 max_train_batches = None  # cap per epoch (0: the whole set)
@@ -104,8 +103,8 @@ from nailseg_common.course import start
 photos = photos_or_standin(profile, data_root, standin_images)
 cfg, data = start(profile, photos, image_size=image_size, batch_size=batch_size,
                   finetune_steps=finetune_steps, encoder=encoder, lr=lr,
-                  num_workers=num_workers, precision=precision, accelerator=accelerator,
-                  max_train_batches=max_train_batches, max_valid_batches=max_valid_batches)
+                  precision=precision, accelerator=accelerator, max_train_batches=max_train_batches,
+                  max_valid_batches=max_valid_batches)
 train, valid = read_split(data, "train"), read_split(data, "valid")
 print(f"{len(train)} photos to fine-tune on, {len(valid)} held out to compare the starts "
       f"({len(valid) / (len(train) + len(valid)):.0%})")

@@ -63,6 +63,7 @@ print("REPORT" + json.dumps({
     "schedule_steps": trainer.lightning_module.hparams.max_steps,
     "max_steps": trainer.max_steps, "steps": trainer.global_step,
     "batch_size": len(next(iter(trainer.train_dataloader))["image"]),
+    "on_device": trainer.datamodule.data["train"].images.device.type,
     "num_workers": trainer.train_dataloader.num_workers,
     "train_batches": trainer.num_training_batches, "val_batches": trainer.num_val_batches[0],
     "precision": trainer.precision, "accelerator": type(trainer.accelerator).__name__,
@@ -73,7 +74,7 @@ print("REPORT" + json.dumps({
 def test_notebook_06_fine_tunes_with_the_parameters_it_is_given(tmp_path, monkeypatch):
     """No checkpoint in the (empty) runs folder and no ImageNet: the random start alone."""
     parameters = {"profile": "smoke", "standin_images": 20, "image_size": 32, "batch_size": 2,
-                  "finetune_steps": 3, "encoder": "mobilenet_v2", "lr": 0.005, "num_workers": 1,
+                  "finetune_steps": 3, "encoder": "mobilenet_v2", "lr": 0.005,
                   "precision": "bf16-mixed", "accelerator": "cpu", "max_train_batches": 2,
                   "max_valid_batches": 1, "try_imagenet": False, "checkpoint": ""}
     report = run_with(NOTEBOOKS / "06_your_own_photos.ipynb", parameters, REPORT_06,
@@ -81,6 +82,7 @@ def test_notebook_06_fine_tunes_with_the_parameters_it_is_given(tmp_path, monkey
     assert report == {
         "photos": 20, "scored_shape": [4, 3, 32, 32], "checkpoint": None, "starts": ["random"],
         "encoder": "mobilenet_v2", "lr": 0.005, "schedule_steps": 3, "max_steps": 3,
-        "steps": 3, "batch_size": 2, "num_workers": 1, "train_batches": 2, "val_batches": 1,
+        "steps": 3, "batch_size": 2, "on_device": "cpu", "num_workers": 0, "train_batches": 2,
+        "val_batches": 1,
         "precision": "bf16-mixed", "accelerator": "CPUAccelerator",
     }

@@ -10,8 +10,9 @@ For every candidate checkpoint: its size in half precision, its hard Dice and Io
 synthetic validation set, and on notebook 06's stand-in of another style (``--photos``
 photos, a fifth held out) the zero-shot scores at each of ``--sizes`` and the scores after
 notebook 06's ``fine_tune`` for ``--finetune-steps`` steps, once per seed, with the seconds
-each start took; the random start of the shipped candidate's encoder for reference. The
-``--ship`` candidate is written in half precision (``unet-<encoder>.pt``) with its
+each start took; the random start of the shipped candidate's encoder for reference, and
+one run of the shipped start for ``--timing-steps`` steps, timed. The ``--ship`` candidate
+is written in half precision (``unet-<encoder>.pt``) with its
 provenance (``unet-<encoder>.json``), scored again as written. ``--profile smoke`` checks
 the code path on a CPU in a minute.
 
@@ -115,7 +116,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--photos", type=int, default=50, help="stand-in photos (a fifth held out)")
     parser.add_argument("--sizes", default="128,192,256,384", help="zero-shot image sides")
     parser.add_argument("--seeds", type=int, default=3, help="fine-tuning runs per start")
-    parser.add_argument("--finetune-steps", type=int, default=1200)
+    parser.add_argument("--finetune-steps", type=int, default=None,
+                        help="steps of each fine-tuning run (default: the profile's)")
+    parser.add_argument("--timing-steps", type=int, default=1200,
+                        help="steps of one more run of the shipped start, timed")
     parser.add_argument("--trained-by", default="notebooks/04_dali_pipeline.ipynb, gpu profile "
                         "defaults, -p encoder <encoder>, on the published edition's data")
     parser.add_argument("--commit", default="", help="the commit the candidates were trained at")
@@ -147,6 +151,9 @@ def main(argv: list[str] | None = None) -> None:
         results["random_start"] = {"encoder": encoder, "fine_tuned": [
             timed_fine_tune("random", None, standin, random_cfg, held_out, seed) for seed in seeds]}
         trained_by = args.trained_by.replace("<encoder>", encoder)
+        long_cfg = dataclasses.replace(random_cfg, finetune_steps=args.timing_steps)
+        results["shipped_long_run"] = timed_fine_tune("synthetic", shipped, standin, long_cfg,
+                                                      held_out, seed=0)
         results["shipped"] = ship(shipped, args.out, cfg, synthetic_valid,
                                   {**about, "trained_by": trained_by})
     (args.out / "shipped_model.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
