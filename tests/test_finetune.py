@@ -12,7 +12,7 @@ import pytest
 import torch
 from huggingface_hub import constants as hub_constants
 
-from nailseg_common import hub, photos
+from nailseg_common import finetune, hub, photos
 from nailseg_common.datasets import NailDataModule
 from nailseg_common.finetune import (
     PhotosOnDevice,
@@ -77,9 +77,12 @@ def test_find_checkpoint_takes_the_newest_best_of_notebook_02_or_04(tmp_path, mo
     assert find_checkpoint(tiny_profile()) == newest
 
 
-def test_without_a_checkpoint_none_is_found_and_a_wrong_path_is_refused(tmp_path, monkeypatch):
+def test_without_a_checkpoint_the_shipped_model_is_taken_and_a_wrong_path_is_refused(
+        tmp_path, monkeypatch):
     monkeypatch.setenv("NAILSEG_RUNS_DIR", str(tmp_path / "empty"))
     assert find_checkpoint(tiny_profile()) is None
+    assert resolve_checkpoint("", tiny_profile()) == finetune.SHIPPED_MODEL
+    monkeypatch.setattr(finetune, "SHIPPED_MODEL", tmp_path / "not_shipped.pt")
     assert resolve_checkpoint("", tiny_profile()) is None
     with pytest.raises(FileNotFoundError, match="notebook 02 or 04"):
         resolve_checkpoint(tmp_path / "missing.ckpt", tiny_profile())

@@ -7,6 +7,8 @@ import nbformat
 import papermill
 from nbformat.v4 import new_code_cell
 
+from nailseg_common.finetune import SHIPPED_MODEL
+
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
 # What the run itself reports back, read from the live objects after the last cell.
@@ -58,7 +60,7 @@ REPORT_06 = """
 import json
 print("REPORT" + json.dumps({
     "photos": len(train) + len(valid), "scored_shape": list(images.shape),
-    "checkpoint": synthetic_checkpoint, "starts": list(tables),
+    "checkpoint": synthetic_checkpoint and str(synthetic_checkpoint), "starts": list(tables),
     "encoder": models["random"].hparams.encoder, "lr": trainer.lightning_module.hparams.lr,
     "schedule_steps": trainer.lightning_module.hparams.max_steps,
     "max_steps": trainer.max_steps, "steps": trainer.global_step,
@@ -72,17 +74,18 @@ print("REPORT" + json.dumps({
 
 
 def test_notebook_06_fine_tunes_with_the_parameters_it_is_given(tmp_path, monkeypatch):
-    """No checkpoint in the (empty) runs folder and no ImageNet: the random start alone."""
+    """No checkpoint in the (empty) runs folder and no ImageNet: the shipped model is the
+    synthetic start, beside the random one."""
     parameters = {"profile": "smoke", "standin_images": 20, "image_size": 32, "batch_size": 2,
-                  "finetune_steps": 3, "encoder": "mobilenet_v2", "lr": 0.005,
+                  "finetune_steps": 3, "encoder": "resnet18", "lr": 0.005,
                   "precision": "bf16-mixed", "accelerator": "cpu", "max_train_batches": 2,
                   "max_valid_batches": 1, "try_imagenet": False, "checkpoint": ""}
     report = run_with(NOTEBOOKS / "06_your_own_photos.ipynb", parameters, REPORT_06,
                       tmp_path, monkeypatch)
     assert report == {
-        "photos": 20, "scored_shape": [4, 3, 32, 32], "checkpoint": None, "starts": ["random"],
+        "photos": 20, "scored_shape": [4, 3, 32, 32], "checkpoint": str(SHIPPED_MODEL),
+        "starts": ["synthetic, no fine-tuning", "random", "synthetic"],
         "encoder": "mobilenet_v2", "lr": 0.005, "schedule_steps": 3, "max_steps": 3,
         "steps": 3, "batch_size": 2, "on_device": "cpu", "num_workers": 0, "train_batches": 2,
-        "val_batches": 1,
-        "precision": "bf16-mixed", "accelerator": "CPUAccelerator",
+        "val_batches": 1, "precision": "bf16-mixed", "accelerator": "CPUAccelerator",
     }

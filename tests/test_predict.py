@@ -12,7 +12,9 @@ from PIL import Image
 from torch import nn
 from torch.utils.data import DataLoader
 
-from nailseg_common.finetune import save_weights
+from nailseg_common import finetune
+from nailseg_common import predict as predict_module
+from nailseg_common.finetune import SHIPPED_MODEL, save_weights
 from nailseg_common.models import LitNailSegmentation
 from nailseg_common.predict import load_model, main, predict_mask
 from nailseg_common.profiles import select_profile
@@ -174,10 +176,15 @@ def test_missing_folder_empty_folder_and_missing_checkpoint_say_which_path(
     assert not out.exists()
 
 
-def test_without_a_checkpoint_the_newest_of_the_profile_is_used_or_the_notebook_named(
+def test_without_a_checkpoint_the_newest_of_the_profile_is_used_else_the_shipped_model(
         model, tmp_path, capsys, monkeypatch):
     photo(tmp_path / "photos" / "a.jpg")
     monkeypatch.setenv("NAILSEG_RUNS_DIR", str(tmp_path / "no_runs"))
+    code, stdout, err = predict(capsys, tmp_path / "photos", tmp_path / "shipped")
+    assert code == 0, err
+    assert f"model {SHIPPED_MODEL} at {SIZE}x{SIZE}" in stdout
+    for module in (finetune, predict_module):
+        monkeypatch.setattr(module, "SHIPPED_MODEL", tmp_path / "not_shipped.pt")
     code, _, err = predict(capsys, tmp_path / "photos", tmp_path / "out")
     assert code == 2 and err.count("\n") == 1
     assert "run notebook 02" in err and "--checkpoint" in err

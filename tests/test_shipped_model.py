@@ -1,0 +1,50 @@
+"""The model the course ships: its provenance describes the very file, it loads offline on a
+CPU, and it finds the nails of course-style synthetic photos it has never seen."""
+
+import hashlib
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from nailseg_common.finetune import SHIPPED_MODEL, checkpoint_hparams
+from nailseg_common.images import read_binary_mask, read_rgb
+from nailseg_common.predict import load_model, predict_mask, trained_image_size
+from nailseg_common.preparation import find_pairs
+from nailseg_common.synthetic import generate_synthetic_dataset
+
+PROVENANCE = SHIPPED_MODEL.with_suffix(".json")
+
+
+@pytest.fixture(scope="module")
+def provenance():
+    return json.loads(PROVENANCE.read_text())
+
+
+def test_the_file_is_small_and_its_provenance_describes_it(provenance):
+    data = SHIPPED_MODEL.read_bytes()
+    assert len(data) <= 16 * 2**20 and provenance["bytes"] == len(data)
+    assert provenance["sha256"] == hashlib.sha256(data).hexdigest()
+    assert provenance["file"] == SHIPPED_MODEL.name
+    assert provenance["encoder"] == checkpoint_hparams(SHIPPED_MODEL)["encoder"]
+    assert provenance["image_size"] == trained_image_size(SHIPPED_MODEL) == 384
+    for key in ("commit", "device", "versions", "date", "trained_steps", "trained_by"):
+        assert provenance[key], key
+    assert 0.85 <= provenance["synthetic_valid"]["dice"] <= 1
+    assert provenance["synthetic_valid"]["images"] == 240
+
+
+def test_it_loads_offline_on_a_cpu_and_finds_the_nails_of_new_synthetic_photos(
+        tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    model = load_model(SHIPPED_MODEL)
+    assert next(model.parameters()).dtype == torch.float32  # stored in half precision
+    photos = generate_synthetic_dataset(tmp_path / "photos", 12, seed=2026, progress=False)
+    dice = []
+    with torch.inference_mode():
+        for pair in find_pairs(photos):
+            nail = read_binary_mask(pair.mask) > 0
+            found = predict_mask(model, read_rgb(pair.image), 384, torch.device("cpu")) > 0
+            dice.append(2 * (found & nail).sum() / max(1, found.sum() + nail.sum()))
+    assert np.mean(dice) >= 0.8, [round(float(d), 3) for d in dice]
