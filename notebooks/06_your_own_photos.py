@@ -34,7 +34,8 @@
 # same budget and seed, and scores each one on the same held-out photos:
 #
 # - **random**: no prior knowledge at all;
-# - **synthetic**: the checkpoint that notebook 02 (or 04) trained on the synthetic set;
+# - **synthetic**: the checkpoint that notebook 02 (or 04) trained on the synthetic set, or,
+#   where there is none, the one the course ships;
 # - **imagenet**: an encoder pretrained on ImageNet photos, where the machine can download
 #   it (offline, and with nothing in the local cache, the run says so and skips it).
 #
