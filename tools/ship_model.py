@@ -69,6 +69,11 @@ def timed_fine_tune(start_name: str, checkpoint: Path | None, standin, cfg: Prof
             **mean_scores(model, held_out, cfg.image_size, cfg.device)}
 
 
+def trained_steps(checkpoint: Path) -> int | None:
+    """The optimizer steps a Lightning checkpoint was written at (None in a weights-only file)."""
+    return torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True).get("global_step")
+
+
 def candidate(checkpoint: Path, synthetic_valid, standin, cfg: Profile, held_out,
               sizes: list[int], seeds: list[int]) -> dict:
     """Every measurement of one candidate checkpoint (see the module's docstring)."""
@@ -76,10 +81,9 @@ def candidate(checkpoint: Path, synthetic_valid, standin, cfg: Profile, held_out
     cfg = dataclasses.replace(cfg, encoder=encoder)
     model = start_model("synthetic", encoder, cfg.lr, cfg.finetune_steps, checkpoint)
     parameters = sum(p.numel() for p in model.parameters())
-    saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
     return {"checkpoint": checkpoint.name, "encoder": encoder, "parameters": parameters,
             "half_precision_mib": round(2 * parameters / 2**20, 1),
-            "trained_steps": saved.get("global_step"),
+            "trained_steps": trained_steps(checkpoint),
             "synthetic_valid": mean_scores(model, synthetic_valid, cfg.image_size, cfg.device),
             "zero_shot": {str(size): mean_scores(model, held_out, size, cfg.device)
                           for size in sizes},
@@ -90,7 +94,8 @@ def candidate(checkpoint: Path, synthetic_valid, standin, cfg: Profile, held_out
 def ship(checkpoint: Path, out: Path, cfg: Profile, synthetic_valid, provenance: dict) -> dict:
     """``checkpoint`` written in half precision to ``out``, scored again as written, with its
     provenance beside it; returns the provenance."""
-    encoder = checkpoint_hparams(checkpoint)["encoder"]
+    hyper_parameters = checkpoint_hparams(checkpoint)
+    encoder = hyper_parameters["encoder"]
     model = load_weights(LitNailSegmentation(encoder), checkpoint).half()
     path = save_weights(model, out / f"unet-{encoder}.pt", cfg.image_size)
     as_written = load_weights(LitNailSegmentation(encoder), path)  # float32, rounded weights
@@ -98,9 +103,8 @@ def ship(checkpoint: Path, out: Path, cfg: Profile, synthetic_valid, provenance:
                   "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "encoder": encoder,
                   "image_size": cfg.image_size, "stored_as": "float16 weights",
                   "source_checkpoint": checkpoint.name,
-                  "trained_steps": torch.load(checkpoint, map_location="cpu",
-                                              weights_only=True).get("global_step"),
-                  "hyper_parameters": checkpoint_hparams(checkpoint), **provenance,
+                  "trained_steps": trained_steps(checkpoint),
+                  "hyper_parameters": hyper_parameters, **provenance,
                   "synthetic_valid": mean_scores(as_written, synthetic_valid, cfg.image_size,
                                                  cfg.device)}
     path.with_suffix(".json").write_text(json.dumps(provenance, indent=2, default=str) + "\n")
@@ -146,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
                                         seeds) for path in args.candidates]}
     if args.ship is not None:
         shipped = args.candidates[args.ship]
-        encoder = checkpoint_hparams(shipped)["encoder"]
+        encoder = results["candidates"][args.ship]["encoder"]
         random_cfg = dataclasses.replace(cfg, encoder=encoder)
         results["random_start"] = {"encoder": encoder, "fine_tuned": [
             timed_fine_tune("random", None, standin, random_cfg, held_out, seed) for seed in seeds]}
