@@ -1,14 +1,15 @@
 """Where a fine-tuning step of notebook 06 spends its time, on the machine it runs on.
 
-    python -m tools.profile_fine_tune --out fine_tune_profile.json [--no-cudnn-benchmark]
+    python -m tools.profile_fine_tune --out fine_tune_profile.json
 
-The shipped model fine-tuned on notebook 06's stand-in (``--photos`` photos, a fifth held
-out) with notebook 06's ``PhotosOnDevice`` and Kornia policy, no validation: the first run
-(cuDNN's kernel search included when the Trainer asks for it), then ``--steps`` steps timed
-as they are, without the augmentation, and with a batch ``--batch-scale`` times larger. The
-full run is also timed hook by hook by Lightning's ``SimpleProfiler`` (host time: when the
-host is the bottleneck it is the step's time). ``--profile smoke`` checks the code path on
-a CPU. One process is one setting of ``--no-cudnn-benchmark``: cuDNN keeps its choices.
+Notebook 06's fine-tuning (``PhotosOnDevice``, the Kornia policy, ``make_trainer``) on its
+stand-in (``--photos`` photos, a fifth held out), no validation, ``--steps`` steps a run:
+the first run of the process (cuDNN's kernel search included), then as it is for each
+``--encoders``, without the augmentation, with a batch ``--batch-scale`` times larger, at
+``--small-size`` px, and the same step as a plain PyTorch loop (no Lightning: the bound of
+the step's host overhead). A ``torch.profiler`` trace of ``--trace-steps`` steps gives the
+operators' host and device times and the device's busy share of the wall time.
+``--profile smoke`` checks the code path on a CPU.
 """
 
 from __future__ import annotations
@@ -21,34 +22,101 @@ from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.profilers import SimpleProfiler
+from torch.profiler import ProfilerActivity, profile
 
 from nailseg_common.course import start
 from nailseg_common.environment import device_description, library_versions
-from nailseg_common.finetune import SHIPPED_MODEL, PhotosOnDevice, checkpoint_hparams, start_model
+from nailseg_common.fast_training import FastNailSegmentation
+from nailseg_common.finetune import PhotosOnDevice, start_model
 from nailseg_common.gpu_augmentation import KorniaAugmentation
+from nailseg_common.models import segmentation_loss
 from nailseg_common.photos import photos_or_standin
 from nailseg_common.training import make_trainer
 
 
-def timed_fit(cfg, data, steps: int, augment: bool, benchmark: bool, profiler=None) -> dict:
-    """``steps`` steps of the shipped start, no validation: seconds and ms a step."""
+def synchronize(cfg) -> float:
+    if cfg.device.type == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter()
+
+
+def timed_fit(cfg, data, steps: int, augment: bool = True, model=None,
+              benchmark: bool = True) -> dict:
+    """``steps`` Lightning steps as in notebook 06 (of ``model``, else a new random start),
+    no validation: seconds and ms a step."""
     pl.seed_everything(0, verbose=False)
-    model = start_model("synthetic", cfg.encoder, cfg.lr, steps, SHIPPED_MODEL)
+    model = model or start_model("random", cfg.encoder, cfg.lr, steps)
     model.gpu_augmentation = KorniaAugmentation(seed=0) if augment else None
     trainer = make_trainer(dataclasses.replace(cfg, max_steps=steps), "profile_fine_tune",
-                           enable_checkpointing=False, enable_progress_bar=False,
-                           limit_val_batches=0, benchmark=benchmark and cfg.accelerator == "gpu",
-                           profiler=profiler)
-    if cfg.device.type == "cuda":
-        torch.cuda.synchronize()
-    began = time.perf_counter()
+                           enable_checkpointing=False, limit_val_batches=0,
+                           benchmark=benchmark and cfg.device.type == "cuda")
+    began = synchronize(cfg)
     trainer.fit(model, datamodule=PhotosOnDevice(data, cfg, steps))
-    if cfg.device.type == "cuda":
-        torch.cuda.synchronize()
-    seconds = time.perf_counter() - began
-    return {"steps": trainer.global_step, "batch": cfg.batch_size, "augment": augment,
+    seconds = synchronize(cfg) - began
+    return {"steps": trainer.global_step, "batch": cfg.batch_size, "encoder": cfg.encoder,
+            "image_size": cfg.image_size, "augment": augment, "seconds": round(seconds, 2),
+            "ms_per_step": round(1000 * seconds / steps, 1)}
+
+
+def plain_loop(cfg, data, steps: int) -> dict:
+    """The same step without Lightning: batches from the same module, the same model, loss,
+    optimizer and schedule, bf16 autocast on a GPU."""
+    pl.seed_everything(0, verbose=False)
+    module = start_model("random", cfg.encoder, cfg.lr, steps).to(cfg.device).train()
+    if module.uses_channels_last:
+        module.model.to(memory_format=torch.channels_last)
+    augment = KorniaAugmentation(seed=0)
+    configured = module.configure_optimizers()
+    optimizer, scheduler = configured["optimizer"], configured["lr_scheduler"]["scheduler"]
+    loader = PhotosOnDevice(data, cfg, steps).train_dataloader()
+    autocast = torch.autocast(cfg.device.type, torch.bfloat16, enabled=cfg.device.type == "cuda")
+    began = synchronize(cfg)
+    for batch in loader:
+        image, label = augment(batch["image"], batch["label"])
+        with autocast:
+            loss = segmentation_loss(module(image), label)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        scheduler.step()
+    seconds = synchronize(cfg) - began
+    return {"steps": steps, "batch": cfg.batch_size, "encoder": cfg.encoder,
             "seconds": round(seconds, 2), "ms_per_step": round(1000 * seconds / steps, 1)}
+
+
+def faster_steps(cfg, data, steps: int) -> dict:
+    """The step with AdamW's fused kernel, then also compiled (default mode, then CUDA graphs):
+    each compiled model's first run (compilation included) and a second run of the same
+    model from fresh weights (compiled code reused)."""
+    def fresh(compile_mode=None):
+        model = FastNailSegmentation(encoder=cfg.encoder, lr=cfg.lr, max_steps=steps,
+                                     fused_optimizer=True)
+        if compile_mode:
+            model.model.compile(mode=compile_mode)
+        return model
+
+    runs = {"fused AdamW": timed_fit(cfg, data, steps, model=fresh())}
+    for mode in ("default", "reduce-overhead"):
+        model = fresh(mode)
+        weights = {key: value.clone() for key, value in model.state_dict().items()}
+        runs[f"compiled ({mode}), first run"] = timed_fit(cfg, data, steps, model=model)
+        model.load_state_dict(weights)
+        runs[f"compiled ({mode}), again"] = timed_fit(cfg, data, steps, model=model)
+    return runs
+
+
+def traced_fit(cfg, data, steps: int, rows: int = 25) -> dict:
+    """``timed_fit`` under ``torch.profiler``: the top operators by device and by host time,
+    and the device's busy time a step."""
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cfg.device.type == "cuda" else [])
+    with profile(activities=activities) as trace:
+        run = timed_fit(cfg, data, steps)
+    events = trace.key_averages()
+    device_us = sum(event.self_device_time_total for event in events)
+    run["device_busy_ms_per_step"] = round(device_us / 1000 / steps, 1)
+    run["by_device_time"] = events.table(sort_by="self_device_time_total", row_limit=rows)
+    run["by_host_time"] = events.table(sort_by="self_cpu_time_total", row_limit=rows)
+    return run
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -57,24 +125,46 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile", default="gpu")
     parser.add_argument("--photos", type=int, default=50)
     parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--trace-steps", type=int, default=30)
+    parser.add_argument("--encoders", nargs="+", default=["resnet34", "mobilenet_v2"])
     parser.add_argument("--batch-scale", type=int, default=3)
-    parser.add_argument("--no-cudnn-benchmark", action="store_true")
+    parser.add_argument("--small-size", type=int, default=256)
+    parser.add_argument("--no-cudnn-benchmark", action="store_true",
+                        help="only the first run and a second one, without cuDNN's kernel search")
+    parser.add_argument("--faster", action="store_true",
+                        help="only the first run and the fused, compiled and graphed steps")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
-    benchmark = not args.no_cudnn_benchmark
     photos = photos_or_standin(args.profile, num_images=args.photos)
-    cfg, data = start(args.profile, photos, encoder=checkpoint_hparams(SHIPPED_MODEL)["encoder"])
-    runs = {"first run": timed_fit(cfg, data, args.steps, True, benchmark)}
-    profiler = SimpleProfiler(dirpath=args.out.parent, filename=args.out.stem + "_hooks")
-    runs["as in notebook 06"] = timed_fit(cfg, data, args.steps, True, benchmark, profiler)
-    runs["without augmentation"] = timed_fit(cfg, data, args.steps, False, benchmark)
+    cfg, data = start(args.profile, photos, encoder=args.encoders[0])
+    runs = {"first run": timed_fit(cfg, data, args.steps, benchmark=not args.no_cudnn_benchmark)}
+    if args.no_cudnn_benchmark or args.faster:
+        runs.update({"second run": timed_fit(cfg, data, args.steps,
+                                              benchmark=not args.no_cudnn_benchmark)}
+                    if args.no_cudnn_benchmark else faster_steps(cfg, data, args.steps))
+        return write(args, runs)
+    for encoder in args.encoders:
+        runs[f"as in notebook 06, {encoder}"] = timed_fit(
+            dataclasses.replace(cfg, encoder=encoder), data, args.steps)
+    runs["without augmentation"] = timed_fit(cfg, data, args.steps, augment=False)
     larger = dataclasses.replace(cfg, batch_size=args.batch_scale * cfg.batch_size)
-    runs[f"batch x{args.batch_scale}"] = timed_fit(larger, data, args.steps, True, benchmark)
+    runs[f"batch x{args.batch_scale}"] = timed_fit(larger, data, args.steps)
+    small, small_data = start(args.profile, photos, encoder=args.encoders[0],
+                              image_size=args.small_size)
+    runs[f"at {args.small_size} px"] = timed_fit(small, small_data, args.steps)
+    runs["plain PyTorch loop"] = plain_loop(cfg, data, args.steps)
+    runs["traced"] = traced_fit(cfg, data, args.trace_steps)
+    write(args, runs)
+    print(runs["traced"]["by_device_time"])
+    print(runs["traced"]["by_host_time"])
+
+
+def write(args, runs: dict) -> None:
     result = {"device": device_description(), "versions": library_versions(),
-              "date": time.strftime("%Y-%m-%d"), "model": SHIPPED_MODEL.name,
-              "image_size": cfg.image_size, "cudnn_benchmark": benchmark, "runs": runs}
+              "date": time.strftime("%Y-%m-%d"), "photos": args.photos, "runs": runs}
     args.out.write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps(result, indent=1))
+    for name, run in runs.items():
+        print(name, {k: v for k, v in run.items() if not k.startswith("by_")})
 
 
 if __name__ == "__main__":
