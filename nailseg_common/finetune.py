@@ -3,25 +3,30 @@
 
 from __future__ import annotations
 
+import json
 import math
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
+import numpy as np
 import pandas as pd
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import BatchSampler, DataLoader, RandomSampler
+from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
 
 import nailseg_common
-from nailseg_common.augmentation import valid_transform
-from nailseg_common.cache import BatchSlices, CachedNailDataModule
-from nailseg_common.datasets import NailDataset
+from nailseg_common.cache import SPLITS, BatchSlices, load_cache
+from nailseg_common.fast_training import FastNailSegmentation
 from nailseg_common.gpu_augmentation import KorniaAugmentation
 from nailseg_common.hub import cache_only_when_offline
 from nailseg_common.metrics import per_image_dice, per_image_iou
 from nailseg_common.models import LitNailSegmentation
 from nailseg_common.paths import DataLocation, runs_dir
+from nailseg_common.preparation import read_split
 from nailseg_common.profiles import Profile
-from nailseg_common.training import make_trainer
+from nailseg_common.training import make_trainer, read_metrics
 
 CHECKPOINT_RUNS = ("02_lightning_baseline", "04_dali")
 """The runs whose best checkpoint is the course's synthetic-pretrained model."""
@@ -37,17 +42,31 @@ def find_checkpoint(profile: Profile, runs: tuple[str, ...] = CHECKPOINT_RUNS) -
     return max(found, key=lambda path: path.stat().st_mtime, default=None)
 
 
+def recorded_dice(checkpoint: Path) -> float:
+    """The hard Dice on synthetic validation images that ``checkpoint`` recorded: its
+    ``ModelCheckpoint``'s best score, or the shipped model's provenance; NaN when neither."""
+    if checkpoint == SHIPPED_MODEL:
+        return json.loads(SHIPPED_MODEL.with_suffix(".json").read_text())["synthetic_valid"]["dice"]
+    callbacks = torch.load(checkpoint, map_location="cpu", weights_only=True).get("callbacks", {})
+    scores = [state["best_model_score"] for name, state in callbacks.items()
+              if name.startswith("ModelCheckpoint") and state.get("best_model_score") is not None]
+    return float(scores[0]) if scores else math.nan
+
+
 def resolve_checkpoint(checkpoint: str | Path, profile: Profile) -> Path | None:
-    """``checkpoint`` when given (it must exist), else :func:`find_checkpoint`, else
-    :data:`SHIPPED_MODEL` when the package holds it; ``None`` when there is none."""
+    """``checkpoint`` when given (it must exist); else of :func:`find_checkpoint` and
+    :data:`SHIPPED_MODEL`, the one with the better :func:`recorded_dice`; ``None`` when
+    there is neither."""
     if not checkpoint:
-        found = find_checkpoint(profile)
-        return found or (SHIPPED_MODEL if SHIPPED_MODEL.is_file() else None)
+        found = [path for path in (find_checkpoint(profile), SHIPPED_MODEL)
+                 if path is not None and path.is_file()]
+        return max(found, key=lambda path: -1.0 if math.isnan(score := recorded_dice(path))
+                   else score, default=None)
     path = Path(checkpoint).expanduser()
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint={str(checkpoint)!r} is not a file: pass the path of "
                                 "a best-*.ckpt written by notebook 02 or 04, or leave it empty to "
-                                "use the newest one of this profile (else the course's model).")
+                                "use the better of this profile's newest one and the course's.")
     return path
 
 
@@ -73,96 +92,141 @@ def load_weights(model: LitNailSegmentation, checkpoint: str | Path) -> LitNailS
 
 def start_model(start: str, encoder: str, lr: float, max_steps: int,
                 checkpoint: str | Path | None = None, seed: int = 0) -> LitNailSegmentation:
-    """A ``LitNailSegmentation`` whose weights start as ``start`` says (one of :data:`STARTS`).
-
-    ``"synthetic"`` needs ``checkpoint``; ``"imagenet"`` raises ``RuntimeError`` when the
-    weights can be neither downloaded nor found in the Hugging Face cache.
-    """
+    """The U-Net to fine-tune (AdamW's fused kernel), its weights starting as ``start`` says
+    (one of :data:`STARTS`). ``"synthetic"`` needs ``checkpoint``; ``"imagenet"`` raises
+    ``RuntimeError`` when the weights can be neither downloaded nor found in the cache."""
     if start not in STARTS:
         raise ValueError(f"start must be one of {STARTS}, not {start!r}")
     if start == "synthetic" and checkpoint is None:
         raise ValueError("The synthetic start needs a checkpoint: run notebook 02 (or 04) in "
                          "this profile first, or pass the path of a best-*.ckpt.")
     torch.manual_seed(seed)
+    options = {"encoder": encoder, "lr": lr, "max_steps": max_steps, "fused_optimizer": True}
     if start != "imagenet":
-        model = LitNailSegmentation(encoder, lr, max_steps)
+        model = FastNailSegmentation(**options)
         return load_weights(model, checkpoint) if start == "synthetic" else model
     with cache_only_when_offline():
-        return LitNailSegmentation(encoder, lr, max_steps, encoder_weights="imagenet")
+        return FastNailSegmentation(**options, encoder_weights="imagenet")
 
 
-def predict_photos(model: LitNailSegmentation, frame: pd.DataFrame, image_size: int,
-                   device: torch.device, batch_size: int = 8):
-    """``model`` on the photos of ``frame`` (a split), in order: ``(images uint8 N×3×S×S,
-    labels uint8 N×1×S×S, logits float N×1×S×S)``, all on the CPU."""
-    loader = DataLoader(NailDataset(frame, valid_transform(image_size)), batch_size=batch_size)
-    model = model.to(device).eval()
-    images, labels, logits = [], [], []
+def photos_on_device(data: DataLocation, profile: Profile) -> tuple[pd.DataFrame, BatchSlices]:
+    """Every photo of ``data`` (both splits, in order) at ``profile.image_size`` as uint8
+    tensors on the profile's device, and the table of the photos (row ``i``: photo ``i``)."""
+    frame = pd.concat([read_split(data, split) for split in SPLITS], ignore_index=True)
+    parts = [load_cache(data, profile.image_size, split) for split in SPLITS]
+    images, labels = (torch.cat([part[kind] for part in parts]).to(profile.device)
+                      for kind in (0, 1))
+    return frame, BatchSlices(images, labels)
+
+
+def k_folds(count: int, folds: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(training, held_out)`` photo indices of each fold: every photo held out once;
+    ``training`` stays shuffled, so its first ``n`` photos are a random ``n``."""
+    if not 2 <= folds <= count:
+        raise ValueError(f"folds={folds}: choose between 2 and the number of photos ({count}).")
+    order = np.random.default_rng(seed).permutation(count)
+    held_out = [order[fold::folds] for fold in range(folds)]
+    return [(order[~np.isin(order, held)], np.sort(held)) for held in held_out]
+
+
+class PhotosOnDevice(pl.LightningDataModule):
+    """Batches of the ``train`` and ``valid`` indices of ``photos`` (on the device): training
+    is one epoch of ``steps`` batches, reshuffled each pass; validation in order."""
+
+    def __init__(self, photos: BatchSlices, train, valid, batch_size: int, steps: int,
+                 seed: int = 0):
+        super().__init__()
+        self.sets = {name: BatchSlices(*(tensor[torch.as_tensor(part, device=tensor.device)]
+                                         for tensor in (photos.images, photos.labels)))
+                     for name, part in (("train", train), ("valid", valid))}
+        self.batch_size, self.steps, self.seed = batch_size, steps, seed
+
+    def train_dataloader(self) -> DataLoader:
+        photos = self.sets["train"]
+        passes = RandomSampler(photos, num_samples=self.steps * self.batch_size,
+                               generator=torch.Generator().manual_seed(self.seed))
+        return DataLoader(photos, sampler=BatchSampler(passes, self.batch_size, drop_last=True),
+                          batch_size=None)
+
+    def val_dataloader(self) -> DataLoader:
+        photos = self.sets["valid"]
+        return DataLoader(photos, batch_size=None, sampler=BatchSampler(
+            SequentialSampler(photos), self.batch_size, drop_last=False))
+
+
+def fine_tune(model: LitNailSegmentation, datamodule: PhotosOnDevice, profile: Profile,
+              run_name: str, seed: int = 0, validations: int = 4) -> pl.Trainer:
+    """Train ``model`` for ``datamodule.steps`` steps with Kornia augmenting on the device,
+    logged as ``run_name``, validating ``validations`` times at evenly spaced steps; the same
+    ``seed`` gives every start the same batches and augmentations. Returns the trainer."""
+    pl.seed_everything(seed, verbose=False)
+    model.gpu_augmentation = KorniaAugmentation(seed=seed)  # runs after the batch transfer
+    steps = datamodule.steps
+    trainer = make_trainer(profile, run_name, max_steps=steps, enable_checkpointing=False,
+                           val_check_interval=max(1, steps // validations),
+                           check_val_every_n_epoch=None,  # every N steps of the one epoch
+                           benchmark=False)  # short runs: cuDNN's kernel search does not pay
+    trainer.fit(model, datamodule=datamodule)
+    return trainer
+
+
+def predict_logits(model: LitNailSegmentation, images: torch.Tensor,
+                   batch_size: int = 16) -> torch.Tensor:
+    """``model``'s logits (float, on the CPU) for uint8 ``images`` N×3×S×S, in eval mode."""
+    model = model.to(images.device).eval()
     with torch.no_grad():
-        for batch in loader:
-            images.append(batch["image"])
-            labels.append(batch["label"])
-            logits.append(model(batch["image"].to(device)).float().cpu())
-    return torch.cat(images), torch.cat(labels), torch.cat(logits)
+        return torch.cat([model(images[first:first + batch_size]).float().cpu()
+                          for first in range(0, len(images), batch_size)])
 
 
-def score_photos(model: LitNailSegmentation, frame: pd.DataFrame, image_size: int,
-                 device: torch.device) -> pd.DataFrame:
-    """One row per photo of ``frame`` (same index): ``photo`` (file name), ``type``, and the
-    hard ``dice`` and ``iou`` at probability 0.5."""
-    _, labels, logits = predict_photos(model, frame, image_size, device)
+def score_photos(logits: torch.Tensor, labels: torch.Tensor, frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per photo of ``frame`` (same index, same order as ``logits`` and ``labels``):
+    ``photo`` (file name), ``type``, and the hard ``dice`` and ``iou`` at probability 0.5."""
+    labels = labels.cpu()
     return pd.DataFrame({"photo": [Path(image).name for image in frame["image"]],
                          "type": frame["type"].to_numpy(),
                          "dice": per_image_dice(logits, labels).numpy(),
                          "iou": per_image_iou(logits, labels).numpy()}, index=frame.index)
 
 
-class PhotosOnDevice(CachedNailDataModule):
-    """Notebook 03's uint8 cache, moved to the profile's device once (no copies, no
-    workers); training is one epoch of ``steps`` batches, the photos reshuffled each pass."""
-
-    def __init__(self, location: DataLocation, profile: Profile, steps: int, seed: int = 0):
-        super().__init__(location, profile, num_workers=0, pin_memory=False, seed=seed)
-        self.steps = steps
-
-    def setup(self, stage: str | None = None) -> None:
-        super().setup(stage)  # the splits in memory, then on the device
-        device = self.profile.device
-        self.data = {split: BatchSlices(part.images.to(device), part.labels.to(device))
-                     for split, part in self.data.items()}
-
-    def train_dataloader(self) -> DataLoader:
-        self.setup()
-        photos, batch = self.data["train"], self.profile.batch_size
-        passes = RandomSampler(photos, num_samples=self.steps * batch,  # reshuffled each pass
-                               generator=torch.Generator().manual_seed(self.seed))
-        return DataLoader(photos, sampler=BatchSampler(passes, batch, drop_last=True),
-                          batch_size=None)
+class CrossValidation(NamedTuple):
+    tables: dict[str, pd.DataFrame]  # start -> score_photos over every held-out photo
+    logits: dict[str, torch.Tensor]  # start -> logits of every photo (row i: photo i)
+    curves: dict[str, pd.DataFrame]  # start -> the first fold's training log
+    runs: pd.DataFrame  # one row per run: start, fold, photos, steps, seconds
+    models: dict[str, LitNailSegmentation]  # start -> the model of the last fold
 
 
-def fine_tune(model: LitNailSegmentation, data: DataLocation, profile: Profile, run_name: str,
-              seed: int = 0, validations: int = 4) -> pl.Trainer:
-    """Train ``model`` on ``data``'s training split for ``profile.finetune_steps`` steps, from
-    the photos on the device with Kornia augmenting there, logged as ``run_name`` and
-    validating ``validations`` times at evenly spaced steps; the same ``seed`` gives every
-    start the same batches and augmentations. No checkpoints: the model keeps its final
-    weights. Returns the trainer."""
-    pl.seed_everything(seed, verbose=False)
-    model.gpu_augmentation = KorniaAugmentation(seed=seed)  # runs after the batch transfer
-    datamodule = PhotosOnDevice(data, profile, profile.finetune_steps, seed=seed)
-    trainer = make_trainer(profile, run_name, max_steps=profile.finetune_steps,
-                           enable_checkpointing=False, enable_progress_bar=False,
-                           val_check_interval=max(1, profile.finetune_steps // validations),
-                           check_val_every_n_epoch=None)  # every N steps of the one epoch
-    trainer.fit(model, datamodule=datamodule)
-    return trainer
+def cross_validate(make_start: Callable[[str], LitNailSegmentation], starts: list[str],
+                   frame: pd.DataFrame, photos: BatchSlices, folds: list, profile: Profile,
+                   train_size: int | None = None) -> CrossValidation:
+    """Fine-tune every start (``make_start(start)``: fresh weights) on each fold's training
+    photos (the first ``train_size``; ``None``: all) and score its held-out photos."""
+    tables, logits, curves, models, runs = {}, {}, {}, {}, []
+    for name in starts:
+        logits[name] = torch.zeros(len(frame), 1, *photos.images.shape[2:])
+        for fold, (train, held_out) in enumerate(folds):
+            model, train = make_start(name), train[:train_size]
+            datamodule = PhotosOnDevice(photos, train, held_out, profile.batch_size,
+                                        profile.finetune_steps, seed=fold)
+            began = time.perf_counter()
+            trainer = fine_tune(model, datamodule, profile, f"06_{name}", seed=fold)
+            runs.append({"start": name, "fold": fold, "photos": len(train),
+                         "steps": trainer.global_step, "seconds": time.perf_counter() - began})
+            logits[name][held_out] = predict_logits(model, photos.images[held_out])
+            curves.setdefault(name, read_metrics(trainer, by="step"))
+            models[name] = model
+        tables[name] = score_photos(logits[name], photos.labels, frame)
+    return CrossValidation(tables, logits, curves, pd.DataFrame(runs), models)
 
 
 def compare_starts(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per start (``{start: score_photos table}``), best mean hard Dice first: the
-    means of ``dice`` and ``iou``, the worst photo's Dice and the number of photos."""
-    rows = {start: {"hard Dice": table["dice"].mean(), "IoU": table["iou"].mean(),
-                    "worst Dice": table["dice"].min(), "photos": len(table)}
+    mean ``hard Dice`` and its standard error ``± SE``, the mean ``IoU``, the worst photo's
+    Dice and the number of photos."""
+    rows = {start: {"hard Dice": table["dice"].mean(), "± SE": table["dice"].sem(),
+                    "IoU": table["iou"].mean(), "worst Dice": table["dice"].min(),
+                    "photos": len(table)}
             for start, table in tables.items()}
     return pd.DataFrame.from_dict(rows, orient="index").sort_values("hard Dice", ascending=False)
 

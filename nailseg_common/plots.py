@@ -241,8 +241,8 @@ def plot_share_of_bound(shares: dict, title: str, target: float | None = None, a
 # --- Lightning baseline (notebook 02) ---------------------------------------------------
 
 
-def plot_training_curves(runs: dict):
-    """Loss and validation Dice/IoU per epoch of one or more labelled runs, drawn together.
+def plot_training_curves(runs: dict, x: str = "epoch"):
+    """Loss and validation Dice/IoU per epoch (or ``x="step"``) of labelled runs, drawn together.
 
     ``runs`` maps a label to :func:`nailseg_common.training.read_metrics` (one row per
     epoch; epochs without a validation are left out of its lines). Solid lines are
@@ -259,12 +259,31 @@ def plot_training_curves(runs: dict):
                      label=f"{label}, validation")
         dice_ax.plot(valid.index, valid["val_dice"], color=colour, marker=marker, label=label)
         iou_ax.plot(valid.index, valid["val_iou"], color=colour, marker=marker, label=label)
-    loss_ax.set(xlabel="epoch", ylabel="Lovász hinge + cross-entropy + soft-Dice loss",
+    loss_ax.set(xlabel=x, ylabel="Lovász hinge + cross-entropy + soft-Dice loss",
                 title="Loss")
-    dice_ax.set(xlabel="epoch", ylim=(0, 1), title="Validation Dice (threshold 0.5)")
-    iou_ax.set(xlabel="epoch", ylim=(0, 1), title="Validation IoU (threshold 0.5)")
+    dice_ax.set(xlabel=x, ylim=(0, 1), title="Validation Dice (threshold 0.5)")
+    iou_ax.set(xlabel=x, ylim=(0, 1), title="Validation IoU (threshold 0.5)")
     for ax in (loss_ax, dice_ax, iou_ax):
         ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_learning_curve(curve, zero_shot: float | None = None):
+    """Mean hard Dice against training photos, one line per start with ± one standard error
+    as bars (``curve``: columns ``start``, ``photos``, ``dice``, ``se``), and the zero-shot
+    Dice as a dotted line when given."""
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    for index, (start, points) in enumerate(curve.sort_values("photos").groupby("start", sort=False)):
+        ax.errorbar(points["photos"], points["dice"], yerr=points["se"], color=f"C{index}",
+                    marker="o", capsize=3, label=start)
+    if zero_shot is not None:
+        ax.axhline(zero_shot, color="grey", linestyle=":", label="synthetic, no fine-tuning")
+    ax.set_xscale("log")
+    ax.set_xticks(sorted(curve["photos"].unique()), labels=sorted(curve["photos"].unique()))
+    ax.set(xlabel="training photos per fold", ylabel="hard Dice on held-out photos",
+           title="Learning curve (mean ± standard error over held-out photos)")
+    ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
 

@@ -61,8 +61,9 @@ def course_callbacks(profile: Profile, run_name: str,
     return callbacks, logger
 
 
-def read_metrics(trainer_or_csv: pl.Trainer | str) -> pd.DataFrame:
-    """Per-epoch metrics (index ``epoch``) from a trainer's CSV log or a ``metrics.csv`` path."""
+def read_metrics(trainer_or_csv: pl.Trainer | str, by: str = "epoch") -> pd.DataFrame:
+    """Metrics per ``epoch`` (or per ``step``: the index) from a trainer's CSV log or a
+    ``metrics.csv`` path."""
     if isinstance(trainer_or_csv, pl.Trainer):
         logger = trainer_or_csv.logger
         if not isinstance(logger, CSVLogger):
@@ -71,7 +72,8 @@ def read_metrics(trainer_or_csv: pl.Trainer | str) -> pd.DataFrame:
         logger.save()
         trainer_or_csv = logger.experiment.metrics_file_path
     frame = pd.read_csv(trainer_or_csv)
-    return frame.groupby("epoch").max().drop(columns="step", errors="ignore")
+    other = {"epoch": "step", "step": "epoch"}[by]
+    return frame.groupby(by).max().drop(columns=other, errors="ignore")
 
 
 def steady_epoch_seconds(metrics: pd.DataFrame) -> float:

@@ -31,7 +31,7 @@
 # The course trains on synthetic nails. This notebook takes the step to *your* photos: a
 # few dozen pictures with hand-drawn masks, far too few to train a U-Net from nothing. It
 # fine-tunes the same model from up to three starts on the same training photos, with the
-# same budget and seed, and scores each one on the same held-out photos:
+# same budget and seed, and scores each one on photos it did not train on:
 #
 # - **random**: no prior knowledge at all;
 # - **synthetic**: the checkpoint that notebook 02 (or 04) trained on the synthetic set, or,
@@ -45,9 +45,12 @@
 # - finding the course's own checkpoint, and checking that it fits the model you build
 # - three ways to start a fine-tuning run, and how to make the comparison fair (same
 #   encoder, budget, seed, batches and augmentations)
+# - fine-tuning in seconds: photos held on the GPU, augmentation there, a fused optimizer
+# - k-fold cross-validation: every photo scored once, by a model that never saw it
 # - scoring photo by photo (hard Dice and IoU at probability 0.5), not only as one mean
+# - a learning curve: would more labelled photos help?
 # - reading the worst photos: a low score may be the model, or the mask
-# - choosing a start from measured numbers, with the noise of a small held-out set in view
+# - choosing a start from measured numbers, with their standard errors in view
 #
 # > **CPU or GPU?** The notebook runs everywhere. Without a GPU it picks the `cpu` profile;
 # > CI runs the tiny `smoke` profile, where every model trains for a handful of steps and
@@ -57,7 +60,6 @@
 # %%
 import dataclasses
 import shutil
-import time
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -66,9 +68,13 @@ import torch
 from nailseg_common import predict
 from nailseg_common.paths import runs_dir
 from nailseg_common.photos import photos_or_standin
-from nailseg_common.plots import plot_overlays, plot_predictions, plot_training_curves
-from nailseg_common.preparation import read_split
-from nailseg_common.training import read_metrics
+from nailseg_common.plots import (
+    plot_learning_curve,
+    plot_overlays,
+    plot_predictions,
+    plot_training_curves,
+)
+from nailseg_common.profiles import select_profile
 
 # %% [markdown]
 # Every knob is a parameter (papermill `-p name value`); `None` keeps the profile's value.
@@ -76,16 +82,20 @@ from nailseg_common.training import read_metrics
 # %% tags=["parameters"]
 profile = ""            # smoke, cpu or gpu; empty: $NAILSEG_PROFILE, else chosen from the hardware
 data_root = ""          # your photos: Images/<type>/ + Masks/<type>/, or flat images/ + masks/
-checkpoint = ""         # the synthetic-pretrained checkpoint; empty: the newest of notebook 02
-                        # or 04 in this profile, else the model the course ships
+checkpoint = ""         # the synthetic-pretrained checkpoint; empty: of the newest of notebook
+                        # 02 or 04 in this profile and the model the course ships, the better
 try_imagenet = True     # also fine-tune from ImageNet weights (needs a download, once)
 standin_images = None   # photos in the stand-in used without data_root; None: half the
                         # profile's synthetic set, at most 60
-image_size = None       # side of the square images the model sees
+folds = 5               # k of the k-fold cross-validation
+curve_sizes = [5, 10, 20]  # training photos of the learning curve's points (and all of them)
+curve_folds = None      # folds the learning curve uses (the first ones)
+image_size = None       # side of the square images the model sees; None: the profile's
+                        # finetune_image_size
 batch_size = None
 finetune_steps = None   # optimizer steps of each fine-tuning run (the same for every start)
 encoder = None          # smp encoder name; a found checkpoint's encoder wins
-lr = None               # peak learning rate of AdamW's cosine schedule
+finetune_lr = None      # peak learning rate of AdamW's cosine schedule
 precision = None        # Lightning precision, e.g. 32-true, bf16-mixed
 accelerator = None      # cpu or gpu
 max_train_batches = None  # cap per epoch (0: the whole set)
@@ -96,19 +106,21 @@ max_valid_batches = None  # cap of each validation
 # generates the **stand-in**: synthetic photos in another style than the training set (one
 # hand close up, warm indoor light, plain surfaces out of focus, other polish), all of one
 # type as a user's own photos would be. Either way `start` prepares the folder exactly as a
-# real set: checked, split into training and held-out photos (seeded), converted.
+# real set: checked, split into training and validation photos (seeded; the batch is fitted
+# to the training split), converted. Fine-tuning has a side of its own,
+# `finetune_image_size`: on a laptop, larger than the other notebooks' `image_size`, because
+# the course's model was trained at 384 px and loses much of its skill far below that.
 
 # %%
 from nailseg_common.course import start
 
 photos = photos_or_standin(profile, data_root, standin_images)
-cfg, data = start(profile, photos, image_size=image_size, batch_size=batch_size,
-                  finetune_steps=finetune_steps, encoder=encoder, lr=lr,
+side = image_size or select_profile(profile, accelerator=accelerator).finetune_image_size
+cfg, data = start(profile, photos, image_size=side, batch_size=batch_size,
+                  finetune_steps=finetune_steps, encoder=encoder, finetune_lr=finetune_lr,
+                  curve_folds=curve_folds,
                   precision=precision, accelerator=accelerator, max_train_batches=max_train_batches,
                   max_valid_batches=max_valid_batches)
-train, valid = read_split(data, "train"), read_split(data, "valid")
-print(f"{len(train)} photos to fine-tune on, {len(valid)} held out to compare the starts "
-      f"({len(valid) / (len(train) + len(valid)):.0%})")
 
 # %% [markdown]
 # ## The synthetic checkpoint
@@ -116,16 +128,20 @@ print(f"{len(train)} photos to fine-tune on, {len(valid)} held out to compare th
 # Notebook 02 (and 04, with DALI) trained the U-Net on the synthetic set and kept the
 # weights of its best validation Dice as `best-*.ckpt` under
 # `runs/<profile>/<run>/version_N/checkpoints/`. `find_checkpoint` takes the newest of
-# them in the current profile; `resolve_checkpoint` prefers the path you pass, and without
-# either it takes `SHIPPED_MODEL`: the U-Net the course ships in the package, trained by
-# notebook 04 on an H100 (how, and how well, is in the `.json` beside it), so that a machine
-# without a GPU has a good start too. A checkpoint also stores the module's
+# them in the current profile. The course also ships a U-Net in the package,
+# `SHIPPED_MODEL`, trained by notebook 04 on an H100 (how, and how well, is in the `.json`
+# beside it), so that a machine without a GPU has a good start too. `resolve_checkpoint`
+# takes the path you pass; without one, it takes whichever of the two recorded the better
+# hard Dice on its synthetic validation images (`recorded_dice`): a laptop's short run of
+# notebook 02 loses to the shipped model, a GPU's full run beats it. A checkpoint also stores the module's
 # hyperparameters, so `checkpoint_hparams` tells which encoder the weights belong to,
 # without building a model. (Cells that start with `#| export finetune` are also written
 # into `nailseg_common.finetune` by `make export`.)
 
 # %%
 #| export finetune
+import json
+import math
 from pathlib import Path
 
 import torch
@@ -148,17 +164,31 @@ def find_checkpoint(profile: Profile, runs: tuple[str, ...] = CHECKPOINT_RUNS) -
     return max(found, key=lambda path: path.stat().st_mtime, default=None)
 
 
+def recorded_dice(checkpoint: Path) -> float:
+    """The hard Dice on synthetic validation images that ``checkpoint`` recorded: its
+    ``ModelCheckpoint``'s best score, or the shipped model's provenance; NaN when neither."""
+    if checkpoint == SHIPPED_MODEL:
+        return json.loads(SHIPPED_MODEL.with_suffix(".json").read_text())["synthetic_valid"]["dice"]
+    callbacks = torch.load(checkpoint, map_location="cpu", weights_only=True).get("callbacks", {})
+    scores = [state["best_model_score"] for name, state in callbacks.items()
+              if name.startswith("ModelCheckpoint") and state.get("best_model_score") is not None]
+    return float(scores[0]) if scores else math.nan
+
+
 def resolve_checkpoint(checkpoint: str | Path, profile: Profile) -> Path | None:
-    """``checkpoint`` when given (it must exist), else :func:`find_checkpoint`, else
-    :data:`SHIPPED_MODEL` when the package holds it; ``None`` when there is none."""
+    """``checkpoint`` when given (it must exist); else of :func:`find_checkpoint` and
+    :data:`SHIPPED_MODEL`, the one with the better :func:`recorded_dice`; ``None`` when
+    there is neither."""
     if not checkpoint:
-        found = find_checkpoint(profile)
-        return found or (SHIPPED_MODEL if SHIPPED_MODEL.is_file() else None)
+        found = [path for path in (find_checkpoint(profile), SHIPPED_MODEL)
+                 if path is not None and path.is_file()]
+        return max(found, key=lambda path: -1.0 if math.isnan(score := recorded_dice(path))
+                   else score, default=None)
     path = Path(checkpoint).expanduser()
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint={str(checkpoint)!r} is not a file: pass the path of "
                                 "a best-*.ckpt written by notebook 02 or 04, or leave it empty to "
-                                "use the newest one of this profile (else the course's model).")
+                                "use the better of this profile's newest one and the course's.")
     return path
 
 
@@ -184,7 +214,8 @@ else:
     trained_with = checkpoint_hparams(synthetic_checkpoint)["encoder"]
     origin = ("the model the course ships" if synthetic_checkpoint == SHIPPED_MODEL
               else "given" if checkpoint else f"the newest of profile {cfg.name!r}")
-    print(f"synthetic checkpoint: {synthetic_checkpoint} ({origin}; encoder {trained_with})")
+    print(f"synthetic checkpoint: {synthetic_checkpoint} ({origin}; encoder {trained_with}, "
+          f"synthetic validation hard Dice {recorded_dice(synthetic_checkpoint):.3f})")
     if trained_with != cfg.encoder:
         print(f"encoder {cfg.encoder!r} -> {trained_with!r}: every start uses the checkpoint's "
               "encoder, so the starts differ only in their weights")
@@ -193,7 +224,7 @@ else:
 # %% [markdown]
 # ## Three starts
 #
-# `start_model` builds notebook 02's `LitNailSegmentation` and sets its starting weights:
+# `start_model` builds the U-Net and sets its starting weights:
 #
 # - `"random"`: smp's random initialisation (`encoder_weights=None`);
 # - `"synthetic"`: the same model, then every weight copied from the checkpoint with
@@ -201,7 +232,11 @@ else:
 # - `"imagenet"`: `encoder_weights="imagenet"`, downloaded once from the Hugging Face Hub
 #   into its cache; the decoder starts random.
 #
-# Offline, the Hub client would retry each file for half a minute or more before giving up;
+# The module is notebook 02's `LitNailSegmentation` with one change that notebook 07
+# explains: `FastNailSegmentation(fused_optimizer=True)` updates the weights with AdamW's
+# fused kernel, one launch instead of a dozen per group of tensors. With a batch of a dozen
+# photos the GPU waits on the host that launches its kernels, so launches are what a step
+# costs. Offline, the Hub client would retry each file for half a minute or more;
 # `cache_only_when_offline` (in `nailseg_common.hub`) first checks whether the Hub can be
 # reached and, when it cannot, lets the client look in its local cache only. Either way a
 # missing download ends in `create_model`'s `RuntimeError`, which says what to do. Every
@@ -209,6 +244,7 @@ else:
 
 # %%
 #| export finetune
+from nailseg_common.fast_training import FastNailSegmentation
 from nailseg_common.hub import cache_only_when_offline
 from nailseg_common.models import LitNailSegmentation
 
@@ -229,26 +265,30 @@ def load_weights(model: LitNailSegmentation, checkpoint: str | Path) -> LitNailS
 
 def start_model(start: str, encoder: str, lr: float, max_steps: int,
                 checkpoint: str | Path | None = None, seed: int = 0) -> LitNailSegmentation:
-    """A ``LitNailSegmentation`` whose weights start as ``start`` says (one of :data:`STARTS`).
-
-    ``"synthetic"`` needs ``checkpoint``; ``"imagenet"`` raises ``RuntimeError`` when the
-    weights can be neither downloaded nor found in the Hugging Face cache.
-    """
+    """The U-Net to fine-tune (AdamW's fused kernel), its weights starting as ``start`` says
+    (one of :data:`STARTS`). ``"synthetic"`` needs ``checkpoint``; ``"imagenet"`` raises
+    ``RuntimeError`` when the weights can be neither downloaded nor found in the cache."""
     if start not in STARTS:
         raise ValueError(f"start must be one of {STARTS}, not {start!r}")
     if start == "synthetic" and checkpoint is None:
         raise ValueError("The synthetic start needs a checkpoint: run notebook 02 (or 04) in "
                          "this profile first, or pass the path of a best-*.ckpt.")
     torch.manual_seed(seed)
+    options = {"encoder": encoder, "lr": lr, "max_steps": max_steps, "fused_optimizer": True}
     if start != "imagenet":
-        model = LitNailSegmentation(encoder, lr, max_steps)
+        model = FastNailSegmentation(**options)
         return load_weights(model, checkpoint) if start == "synthetic" else model
     with cache_only_when_offline():
-        return LitNailSegmentation(encoder, lr, max_steps, encoder_weights="imagenet")
+        return FastNailSegmentation(**options, encoder_weights="imagenet")
 
 
 # %%
-starts, skipped = {}, {}
+def make_start(start_name: str) -> LitNailSegmentation:
+    return start_model(start_name, cfg.encoder, cfg.finetune_lr, cfg.finetune_steps,
+                       synthetic_checkpoint)
+
+
+available, skipped = [], {}
 for start_name in STARTS:
     if start_name == "synthetic" and synthetic_checkpoint is None:
         skipped[start_name] = "no checkpoint (see above)"
@@ -256,55 +296,157 @@ for start_name in STARTS:
         skipped[start_name] = "try_imagenet=False"
     else:
         try:
-            starts[start_name] = start_model(start_name, cfg.encoder, cfg.lr, cfg.finetune_steps,
-                                             synthetic_checkpoint)
+            make_start(start_name)  # fails here, once, if its weights cannot be had
+            available.append(start_name)
         except RuntimeError as error:
             skipped[start_name] = str(error)
 for start_name, reason in skipped.items():
     print(f"{start_name} start skipped: {reason}")
-print(f"{len(starts)} of {len(STARTS)} starts to fine-tune: {', '.join(starts)} "
+print(f"{len(available)} of {len(STARTS)} starts to fine-tune: {', '.join(available)} "
       f"(U-Net with a {cfg.encoder} encoder)")
+
+# %% [markdown]
+# ## Every photo held out once
+#
+# With a few dozen photos, one fixed hold-out of a dozen is a noisy verdict: one photo moves
+# the mean by several per cent. **k-fold cross-validation** uses every photo: `k_folds`
+# deals the photos into `folds` groups after a seeded shuffle; each group is held out once
+# while the others train, so every photo is scored exactly once, by a model that never saw
+# it. `photos_on_device` puts every photo (both splits `start` wrote) on the device once, as
+# notebook 03's uint8 cache, already resized; a fold is then two lists of indices.
+
+# %%
+#| export finetune
+import numpy as np
+import pandas as pd
+
+from nailseg_common.cache import SPLITS, BatchSlices, load_cache
+from nailseg_common.paths import DataLocation
+from nailseg_common.preparation import read_split
+
+
+def photos_on_device(data: DataLocation, profile: Profile) -> tuple[pd.DataFrame, BatchSlices]:
+    """Every photo of ``data`` (both splits, in order) at ``profile.image_size`` as uint8
+    tensors on the profile's device, and the table of the photos (row ``i``: photo ``i``)."""
+    frame = pd.concat([read_split(data, split) for split in SPLITS], ignore_index=True)
+    parts = [load_cache(data, profile.image_size, split) for split in SPLITS]
+    images, labels = (torch.cat([part[kind] for part in parts]).to(profile.device)
+                      for kind in (0, 1))
+    return frame, BatchSlices(images, labels)
+
+
+def k_folds(count: int, folds: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(training, held_out)`` photo indices of each fold: every photo held out once;
+    ``training`` stays shuffled, so its first ``n`` photos are a random ``n``."""
+    if not 2 <= folds <= count:
+        raise ValueError(f"folds={folds}: choose between 2 and the number of photos ({count}).")
+    order = np.random.default_rng(seed).permutation(count)
+    held_out = [order[fold::folds] for fold in range(folds)]
+    return [(order[~np.isin(order, held)], np.sort(held)) for held in held_out]
+
+
+# %%
+frame, photos_set = photos_on_device(data, cfg)
+fold_sets = k_folds(len(frame), folds)
+print(f"{len(frame)} photos in {folds} folds: each start trains {len(fold_sets)} times on "
+      f"{len(fold_sets[0][0])} photos and scores the {len(fold_sets[0][1])} it did not see")
+
+# %% [markdown]
+# ## Fine-tuning, fast
+#
+# `PhotosOnDevice` feeds a run from the photos on the device: a batch is one gather in GPU
+# memory, with no copy and no worker, and the course's augmentation policy runs there too,
+# inside the training step (`KorniaAugmentation`). With a few dozen photos an epoch is a few
+# batches, and starting each epoch (a new loader iterator, Lightning's epoch hooks) would cost
+# more than its steps: a run is one epoch of `steps` batches, the photos in a new order on
+# each pass through them (with fewer photos than a batch, a batch holds some twice, each
+# augmented its own way). `fine_tune` trains one start on one fold:
+#
+# - **the same batches and augmentations** for every start: `seed_everything`, the sampler's
+#   own seed and `KorniaAugmentation(seed=...)`;
+# - **validation at the same steps**, a few times (`validations`), for the curves;
+# - **no checkpoints**: the held-out photos are what the runs are scored on, so picking each
+#   run's best validation would flatter every start. Each run keeps its final weights;
+# - **no cuDNN kernel search** (`benchmark=False`): `tools/profile_fine_tune.py` measured that
+#   on runs this short the search costs more than the kernels it finds save.
+
+# %%
+#| export finetune
+import pytorch_lightning as pl
+from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
+
+from nailseg_common.gpu_augmentation import KorniaAugmentation
+from nailseg_common.training import make_trainer
+
+
+class PhotosOnDevice(pl.LightningDataModule):
+    """Batches of the ``train`` and ``valid`` indices of ``photos`` (on the device): training
+    is one epoch of ``steps`` batches, reshuffled each pass; validation in order."""
+
+    def __init__(self, photos: BatchSlices, train, valid, batch_size: int, steps: int,
+                 seed: int = 0):
+        super().__init__()
+        self.sets = {name: BatchSlices(*(tensor[torch.as_tensor(part, device=tensor.device)]
+                                         for tensor in (photos.images, photos.labels)))
+                     for name, part in (("train", train), ("valid", valid))}
+        self.batch_size, self.steps, self.seed = batch_size, steps, seed
+
+    def train_dataloader(self) -> DataLoader:
+        photos = self.sets["train"]
+        passes = RandomSampler(photos, num_samples=self.steps * self.batch_size,
+                               generator=torch.Generator().manual_seed(self.seed))
+        return DataLoader(photos, sampler=BatchSampler(passes, self.batch_size, drop_last=True),
+                          batch_size=None)
+
+    def val_dataloader(self) -> DataLoader:
+        photos = self.sets["valid"]
+        return DataLoader(photos, batch_size=None, sampler=BatchSampler(
+            SequentialSampler(photos), self.batch_size, drop_last=False))
+
+
+def fine_tune(model: LitNailSegmentation, datamodule: PhotosOnDevice, profile: Profile,
+              run_name: str, seed: int = 0, validations: int = 4) -> pl.Trainer:
+    """Train ``model`` for ``datamodule.steps`` steps with Kornia augmenting on the device,
+    logged as ``run_name``, validating ``validations`` times at evenly spaced steps; the same
+    ``seed`` gives every start the same batches and augmentations. Returns the trainer."""
+    pl.seed_everything(seed, verbose=False)
+    model.gpu_augmentation = KorniaAugmentation(seed=seed)  # runs after the batch transfer
+    steps = datamodule.steps
+    trainer = make_trainer(profile, run_name, max_steps=steps, enable_checkpointing=False,
+                           val_check_interval=max(1, steps // validations),
+                           check_val_every_n_epoch=None,  # every N steps of the one epoch
+                           benchmark=False)  # short runs: cuDNN's kernel search does not pay
+    trainer.fit(model, datamodule=datamodule)
+    return trainer
+
 
 # %% [markdown]
 # ## Scoring photo by photo
 #
 # The training log has one validation Dice per validation: a mean. To compare starts and to
-# find the photos a model gets wrong we need one score per photo. `predict_photos` runs a
-# model over the held-out photos in their order, resized to the model's size exactly as in
-# validation; `score_photos` turns that into a table with the photo's file name, its type
-# and its hard Dice and IoU (probability above 0.5), the same per-image metrics the
-# LightningModule averages into `val_dice` and `val_iou`.
+# find the photos a model gets wrong we need one score per photo. `predict_logits` runs a
+# model over photos on the device; `score_photos` turns its logits into a table with the
+# photo's file name, its type and its hard Dice and IoU (probability above 0.5), the same
+# per-image metrics the LightningModule averages into `val_dice` and `val_iou`.
 
 # %%
 #| export finetune
-import pandas as pd
-from torch.utils.data import DataLoader
-
-from nailseg_common.augmentation import valid_transform
-from nailseg_common.datasets import NailDataset
 from nailseg_common.metrics import per_image_dice, per_image_iou
 
 
-def predict_photos(model: LitNailSegmentation, frame: pd.DataFrame, image_size: int,
-                   device: torch.device, batch_size: int = 8):
-    """``model`` on the photos of ``frame`` (a split), in order: ``(images uint8 N×3×S×S,
-    labels uint8 N×1×S×S, logits float N×1×S×S)``, all on the CPU."""
-    loader = DataLoader(NailDataset(frame, valid_transform(image_size)), batch_size=batch_size)
-    model = model.to(device).eval()
-    images, labels, logits = [], [], []
+def predict_logits(model: LitNailSegmentation, images: torch.Tensor,
+                   batch_size: int = 16) -> torch.Tensor:
+    """``model``'s logits (float, on the CPU) for uint8 ``images`` N×3×S×S, in eval mode."""
+    model = model.to(images.device).eval()
     with torch.no_grad():
-        for batch in loader:
-            images.append(batch["image"])
-            labels.append(batch["label"])
-            logits.append(model(batch["image"].to(device)).float().cpu())
-    return torch.cat(images), torch.cat(labels), torch.cat(logits)
+        return torch.cat([model(images[first:first + batch_size]).float().cpu()
+                          for first in range(0, len(images), batch_size)])
 
 
-def score_photos(model: LitNailSegmentation, frame: pd.DataFrame, image_size: int,
-                 device: torch.device) -> pd.DataFrame:
-    """One row per photo of ``frame`` (same index): ``photo`` (file name), ``type``, and the
-    hard ``dice`` and ``iou`` at probability 0.5."""
-    _, labels, logits = predict_photos(model, frame, image_size, device)
+def score_photos(logits: torch.Tensor, labels: torch.Tensor, frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per photo of ``frame`` (same index, same order as ``logits`` and ``labels``):
+    ``photo`` (file name), ``type``, and the hard ``dice`` and ``iou`` at probability 0.5."""
+    labels = labels.cpu()
     return pd.DataFrame({"photo": [Path(image).name for image in frame["image"]],
                          "type": frame["type"].to_numpy(),
                          "dice": per_image_dice(logits, labels).numpy(),
@@ -313,112 +455,79 @@ def score_photos(model: LitNailSegmentation, frame: pd.DataFrame, image_size: in
 
 # %% [markdown]
 # The first row of the comparison needs no training at all: the synthetic checkpoint as it
-# is (**zero-shot**), on photos it has never seen. It is the number fine-tuning has to beat.
+# is (**zero-shot**), on photos it has never seen: all of them. It is the number fine-tuning
+# has to beat.
 
 # %%
 ZERO_SHOT = "synthetic, no fine-tuning"
-models, tables = {}, {}
+tables, logits = {}, {}
 if synthetic_checkpoint is not None:
-    models[ZERO_SHOT] = start_model("synthetic", cfg.encoder, cfg.lr, cfg.finetune_steps,
-                                    synthetic_checkpoint)
-    tables[ZERO_SHOT] = score_photos(models[ZERO_SHOT], valid, cfg.image_size, cfg.device)
+    logits[ZERO_SHOT] = predict_logits(make_start("synthetic"), photos_set.images)
+    tables[ZERO_SHOT] = score_photos(logits[ZERO_SHOT], photos_set.labels, frame)
     print(f"zero-shot: hard Dice {tables[ZERO_SHOT]['dice'].mean():.3f}, IoU "
-          f"{tables[ZERO_SHOT]['iou'].mean():.3f} (mean over the {len(valid)} held-out photos)")
+          f"{tables[ZERO_SHOT]['iou'].mean():.3f} (mean over all {len(frame)} photos)")
 else:
     print("no zero-shot row: there is no synthetic checkpoint")
 
 # %% [markdown]
-# ## Fine-tuning each start
+# ## Cross-validating the starts
 #
-# `fine_tune` trains one start with notebook 02's `make_trainer` for the profile's
-# `finetune_steps`, fed as notebook 03 taught and one step further: `PhotosOnDevice` moves
-# notebook 03's uint8 cache (the photos already resized) onto the device once, so a batch
-# is one gather in GPU memory, with no copy and no worker; the course's augmentation policy
-# runs there too, inside the training step (`KorniaAugmentation`). With a few dozen photos
-# an epoch is a few batches, and starting each epoch (a new loader iterator, Lightning's
-# epoch hooks) would cost more than its steps: training is one epoch of `finetune_steps`
-# batches, the photos in a new order on each pass through them. Three details make the
-# starts comparable and the run short:
-#
-# - **the same batches and augmentations**: `seed_everything` fixes PyTorch's generators, the
-#   sampler draws from its own seed, and `KorniaAugmentation(seed=...)` from a generator of
-#   its own, so every start sees the same batches augmented the same way;
-# - **validation at the same steps**: validating often would cost more than the training;
-#   `fine_tune` validates a few times (`validations`), at the same steps for every start,
-#   for the curves;
-# - **no checkpoints**: the held-out photos are both what the runs validate on and what
-#   they are scored on, so picking each run's best validation checkpoint would flatter every
-#   start with a choice made on the test photos. Each start is scored with its final
-#   weights, so nothing needs writing to disk.
+# `cross_validate` fine-tunes each start once per fold, from fresh weights, and scores the
+# fold's held-out photos; put together, the folds give one score per photo and start. With
+# `train_size` it trains on the first `train_size` training photos of each fold only: the
+# learning curve below.
 
 # %%
 #| export finetune
-import pytorch_lightning as pl
-from torch.utils.data import BatchSampler, RandomSampler
+import time
+from collections.abc import Callable
+from typing import NamedTuple
 
-from nailseg_common.cache import BatchSlices, CachedNailDataModule
-from nailseg_common.gpu_augmentation import KorniaAugmentation
-from nailseg_common.paths import DataLocation
-from nailseg_common.training import make_trainer
+from nailseg_common.training import read_metrics
 
 
-class PhotosOnDevice(CachedNailDataModule):
-    """Notebook 03's uint8 cache, moved to the profile's device once (no copies, no
-    workers); training is one epoch of ``steps`` batches, the photos reshuffled each pass."""
-
-    def __init__(self, location: DataLocation, profile: Profile, steps: int, seed: int = 0):
-        super().__init__(location, profile, num_workers=0, pin_memory=False, seed=seed)
-        self.steps = steps
-
-    def setup(self, stage: str | None = None) -> None:
-        super().setup(stage)  # the splits in memory, then on the device
-        device = self.profile.device
-        self.data = {split: BatchSlices(part.images.to(device), part.labels.to(device))
-                     for split, part in self.data.items()}
-
-    def train_dataloader(self) -> DataLoader:
-        self.setup()
-        photos, batch = self.data["train"], self.profile.batch_size
-        passes = RandomSampler(photos, num_samples=self.steps * batch,  # reshuffled each pass
-                               generator=torch.Generator().manual_seed(self.seed))
-        return DataLoader(photos, sampler=BatchSampler(passes, batch, drop_last=True),
-                          batch_size=None)
+class CrossValidation(NamedTuple):
+    tables: dict[str, pd.DataFrame]  # start -> score_photos over every held-out photo
+    logits: dict[str, torch.Tensor]  # start -> logits of every photo (row i: photo i)
+    curves: dict[str, pd.DataFrame]  # start -> the first fold's training log
+    runs: pd.DataFrame  # one row per run: start, fold, photos, steps, seconds
+    models: dict[str, LitNailSegmentation]  # start -> the model of the last fold
 
 
-def fine_tune(model: LitNailSegmentation, data: DataLocation, profile: Profile, run_name: str,
-              seed: int = 0, validations: int = 4) -> pl.Trainer:
-    """Train ``model`` on ``data``'s training split for ``profile.finetune_steps`` steps, from
-    the photos on the device with Kornia augmenting there, logged as ``run_name`` and
-    validating ``validations`` times at evenly spaced steps; the same ``seed`` gives every
-    start the same batches and augmentations. No checkpoints: the model keeps its final
-    weights. Returns the trainer."""
-    pl.seed_everything(seed, verbose=False)
-    model.gpu_augmentation = KorniaAugmentation(seed=seed)  # runs after the batch transfer
-    datamodule = PhotosOnDevice(data, profile, profile.finetune_steps, seed=seed)
-    trainer = make_trainer(profile, run_name, max_steps=profile.finetune_steps,
-                           enable_checkpointing=False, enable_progress_bar=False,
-                           val_check_interval=max(1, profile.finetune_steps // validations),
-                           check_val_every_n_epoch=None)  # every N steps of the one epoch
-    trainer.fit(model, datamodule=datamodule)
-    return trainer
+def cross_validate(make_start: Callable[[str], LitNailSegmentation], starts: list[str],
+                   frame: pd.DataFrame, photos: BatchSlices, folds: list, profile: Profile,
+                   train_size: int | None = None) -> CrossValidation:
+    """Fine-tune every start (``make_start(start)``: fresh weights) on each fold's training
+    photos (the first ``train_size``; ``None``: all) and score its held-out photos."""
+    tables, logits, curves, models, runs = {}, {}, {}, {}, []
+    for name in starts:
+        logits[name] = torch.zeros(len(frame), 1, *photos.images.shape[2:])
+        for fold, (train, held_out) in enumerate(folds):
+            model, train = make_start(name), train[:train_size]
+            datamodule = PhotosOnDevice(photos, train, held_out, profile.batch_size,
+                                        profile.finetune_steps, seed=fold)
+            began = time.perf_counter()
+            trainer = fine_tune(model, datamodule, profile, f"06_{name}", seed=fold)
+            runs.append({"start": name, "fold": fold, "photos": len(train),
+                         "steps": trainer.global_step, "seconds": time.perf_counter() - began})
+            logits[name][held_out] = predict_logits(model, photos.images[held_out])
+            curves.setdefault(name, read_metrics(trainer, by="step"))
+            models[name] = model
+        tables[name] = score_photos(logits[name], photos.labels, frame)
+    return CrossValidation(tables, logits, curves, pd.DataFrame(runs), models)
 
 
 # %%
-curves = {}
-for start_name, model in starts.items():
-    began = time.perf_counter()
-    trainer = fine_tune(model, data, cfg, f"06_{start_name}")
-    seconds = time.perf_counter() - began
-    curves[start_name] = read_metrics(trainer).dropna(subset=["val_dice"])
-    models[start_name] = model
-    tables[start_name] = score_photos(model, valid, cfg.image_size, cfg.device)
-    print(f"{start_name:>9s}: {trainer.global_step} steps in {seconds:.1f} s "
-          f"({1000 * seconds / max(1, trainer.global_step):.0f} ms a step, validations included): "
-          f"hard Dice {tables[start_name]['dice'].mean():.3f}, "
-          f"IoU {tables[start_name]['iou'].mean():.3f} on the {len(valid)} held-out photos")
+validation = cross_validate(make_start, available, frame, photos_set, fold_sets, cfg)
+tables.update(validation.tables)
+logits.update(validation.logits)
+runs = validation.runs.assign(ms_per_step=lambda t: 1000 * t.seconds / t.steps)
+print(runs.groupby("start")[["seconds", "ms_per_step"]].median().round(1).to_string())
+print(f"{len(runs)} runs of {cfg.finetune_steps} steps (batch {cfg.batch_size}, "
+      f"{cfg.image_size} px, validations included) in {runs.seconds.sum():.1f} s")
 
 # %% [markdown]
-# ## Every held-out photo
+# ## Every photo
 #
 # One row per photo, one pair of columns per start. Read across a row to see which start
 # gets a photo right; read down a column to see whether a start fails on a few photos or
@@ -432,22 +541,22 @@ per_photo.round(3)
 # %% [markdown]
 # ## The starts side by side
 #
-# The mean hard Dice and IoU over the held-out photos, the worst photo's Dice, and the
-# training curves of the fine-tuned starts (loss, validation Dice and IoU at each
-# validation). `compare_starts` ranks by mean Dice; `recommend_start` adds how sure the
-# ranking is: the mean gain of the best over the runner-up *on the same photos*, the
-# standard error of that gain, and on how many photos the best one wins.
+# Each start's mean hard Dice and IoU over every photo, with the **standard error** of the
+# mean Dice (the spread of the photos' scores over the square root of their number), the
+# worst photo's Dice, and the training curves of the first fold. `compare_starts` ranks by
+# mean Dice; `recommend_start` adds how sure the ranking is: the mean gain of the best over
+# the runner-up *on the same photos* (a paired difference, which cancels how hard each photo
+# is), the standard error of that gain, and on how many photos the best one wins.
 
 # %%
 #| export finetune
-import math
-
-
 def compare_starts(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per start (``{start: score_photos table}``), best mean hard Dice first: the
-    means of ``dice`` and ``iou``, the worst photo's Dice and the number of photos."""
-    rows = {start: {"hard Dice": table["dice"].mean(), "IoU": table["iou"].mean(),
-                    "worst Dice": table["dice"].min(), "photos": len(table)}
+    mean ``hard Dice`` and its standard error ``± SE``, the mean ``IoU``, the worst photo's
+    Dice and the number of photos."""
+    rows = {start: {"hard Dice": table["dice"].mean(), "± SE": table["dice"].sem(),
+                    "IoU": table["iou"].mean(), "worst Dice": table["dice"].min(),
+                    "photos": len(table)}
             for start, table in tables.items()}
     return pd.DataFrame.from_dict(rows, orient="index").sort_values("hard Dice", ascending=False)
 
@@ -471,31 +580,57 @@ def recommend_start(tables: dict[str, pd.DataFrame]) -> dict:
 
 
 # %%
-if curves:
-    plot_training_curves(curves)
+if validation.curves:
+    plot_training_curves(validation.curves, x="step")
     plt.show()
 compare_starts(tables).round(3)
 
 # %% [markdown]
+# ## How many photos do you need?
+#
+# A **learning curve**: the same cross-validation, each fold's run trained on only its first
+# 5, 10 or 20 training photos (`curve_sizes`) and scored on the same held-out photos, for
+# the synthetic start against random weights, on the profile's first `curve_folds` folds
+# (each fold more costs as many runs again). The points at the right are the runs above,
+# on all the training photos of every fold. Where the synthetic start is flat, more photos buy little;
+# where random weights climb, they still need every photo they can get.
+
+# %%
+curve_starts = [name for name in ("synthetic", "random") if name in available]
+all_photos = min(len(train) for train, _ in fold_sets)
+sizes = sorted({size for size in curve_sizes if size < all_photos})
+points = []
+for size in sizes:
+    part = cross_validate(make_start, curve_starts, frame, photos_set, fold_sets[:cfg.curve_folds],
+                          cfg, train_size=size)
+    points += [{"start": name, "photos": size, "dice": table.dice.mean(), "se": table.dice.sem()}
+               for name, table in part.tables.items()]
+points += [{"start": name, "photos": all_photos, "dice": tables[name].dice.mean(),
+            "se": tables[name].dice.sem()} for name in curve_starts]
+curve = pd.DataFrame(points)
+plot_learning_curve(curve, tables[ZERO_SHOT].dice.mean() if ZERO_SHOT in tables else None)
+plt.show()
+curve.pivot(index="photos", columns="start", values="dice").round(3)
+
+# %% [markdown]
 # ## The worst photos of the best start
 #
-# A mean hides the photos that drag it down. Here are the held-out photos the best start
-# scores lowest, with the ground truth outlined in yellow and the prediction in cyan, and
-# below them the predicted probability. Look at the masks as much as at the predictions: on
-# a small hand-labelled set, a missed nail in the *mask* costs as much as one in the
-# prediction.
+# A mean hides the photos that drag it down. Here are the photos the best start scores
+# lowest (each predicted by the model of its fold, which never saw it), with the ground
+# truth outlined in yellow and the prediction in cyan, and below them the predicted
+# probability. Look at the masks as much as at the predictions: on a small hand-labelled
+# set, a missed nail in the *mask* costs as much as one in the prediction.
 
 # %%
 advice = recommend_start(tables)
 best = advice["best"]
 worst = tables[best].nsmallest(4, "dice")
-images, labels, logits = predict_photos(models[best], valid.loc[worst.index], cfg.image_size,
-                                        cfg.device)
-figure = plot_predictions(images.permute(0, 2, 3, 1).numpy() / 255, labels[:, 0].numpy(),
-                          torch.sigmoid(logits)[:, 0].numpy())
+figure = plot_predictions(photos_set.images[worst.index].permute(0, 2, 3, 1).cpu().numpy() / 255,
+                          photos_set.labels[worst.index, 0].cpu().numpy(),
+                          torch.sigmoid(logits[best][worst.index, 0]).numpy())
 for ax, (_, row) in zip(figure.axes, worst.iterrows()):
     ax.set_title(f"{row['photo']}\nDice {row['dice']:.2f}, IoU {row['iou']:.2f}", fontsize=8)
-figure.suptitle(f"worst held-out photos of {best}: ground truth (yellow), prediction (cyan)",
+figure.suptitle(f"worst photos of {best}: ground truth (yellow), prediction (cyan)",
                 fontsize=10)
 plt.show()
 
@@ -508,30 +643,30 @@ plt.show()
 # bar, and it should be.
 
 # %%
-photos_held_out = advice["photos"]
-print(f"best on these {photos_held_out} held-out photos: {best} (hard Dice "
-      f"{tables[best]['dice'].mean():.3f}, IoU {tables[best]['iou'].mean():.3f})")
+photos_scored = advice["photos"]
+print(f"best over these {photos_scored} photos, each held out once: {best} (hard Dice "
+      f"{tables[best]['dice'].mean():.3f} ± {tables[best]['dice'].sem():.3f}, IoU "
+      f"{tables[best]['iou'].mean():.3f})")
 if advice["runner_up"] is None:
     print("-> only one start could be measured here, so there is nothing to choose between: "
           "run notebook 02 in this profile (synthetic start) or allow the ImageNet download.")
 else:
     runner_up, lead_se = advice["runner_up"], advice["lead_se"]
     print(f"ahead of {runner_up} by {advice['gain']:+.3f} Dice ± {advice['gain_se']:.3f} "
-          f"(standard error over {photos_held_out} photos), better on {advice['wins']}, "
+          f"(standard error over {photos_scored} photos), better on {advice['wins']}, "
           f"worse on {advice['loses']}")
     if lead_se > 2:
         verdict = f"use the {best} start: its lead is {lead_se:.1f} standard errors, more than two"
     else:
         verdict = (f"{best} and {runner_up} are within the noise: the lead is {lead_se:.1f} "
-                   "standard errors, not more than two; either will do, and more held-out "
-                   "photos would tell them apart")
+                   "standard errors, not more than two; either will do, and more photos "
+                   "would tell them apart")
     if best == ZERO_SHOT:
         verdict += ("; fine-tuning did not beat the checkpoint as it is, so use it unchanged "
                     "or fine-tune longer (finetune_steps)")
     print(f"-> {verdict}")
-print(f"skipped: {', '.join(skipped) or 'none'}; with {photos_held_out} held-out photos one "
-      f"photo moves a mean by up to {1 / photos_held_out:.3f}; the scores are at "
-      f"{cfg.image_size} px after {cfg.finetune_steps} steps")
+print(f"skipped: {', '.join(skipped) or 'none'}; the scores are at {cfg.image_size} px after "
+      f"{cfg.finetune_steps} steps, {folds} folds")
 
 # %% [markdown]
 # How to read it, whatever your numbers say:
@@ -545,8 +680,8 @@ print(f"skipped: {', '.join(skipped) or 'none'}; with {photos_held_out} held-out
 # - **Zero-shot ahead of every fine-tuned start** means the budget or the learning rate is
 #   off for this set (too few steps to adapt, or so many that it overfits a few dozen photos),
 #   not that fine-tuning cannot help.
-# - **Few held-out photos make noisy means.** Before you trust a small gap, hold out more
-#   photos, or repeat with another split (`start(..., seed=1)`).
+# - **The learning curve says whether to label more photos**: a curve still rising at the
+#   right end is worth more photos; a flat one is not.
 #
 # ## Masks for new photos
 #
@@ -575,18 +710,19 @@ def save_weights(model: LitNailSegmentation, path: str | Path, image_size: int) 
 # path under `OUT`, `<stem>.png`, the mask (0 or 255) at the size a photo viewer shows the
 # photo (EXIF orientation applied, as preparation does), and `<stem>_overlay.jpg`, the
 # photo with its nails tinted red. Without `--checkpoint` it takes the model
-# `resolve_checkpoint` would (the newest of notebook 02 or 04, else the course's). Here it
-# runs on a copy of the held-out photos, called from Python with the same arguments
-# (`predict.main`, which returns the command's exit status).
+# `resolve_checkpoint` would. Here it runs with the best start's model of the last fold, on
+# a copy of that fold's held-out photos, which the model never saw, called from Python with
+# the same arguments (`predict.main`, which returns the command's exit status).
 
 # %%
 run_folder = runs_dir() / cfg.name
 model_file = (synthetic_checkpoint if best == ZERO_SHOT else
-              save_weights(models[best], run_folder / "06_fine_tuned" / f"{best}.pt", cfg.image_size))
+              save_weights(validation.models[best], run_folder / "06_fine_tuned" / f"{best}.pt",
+                           cfg.image_size))
 new_photos, masks = run_folder / "06_new_photos", run_folder / "06_masks"
 for folder in (new_photos, masks):
     shutil.rmtree(folder, ignore_errors=True)  # the outputs of an earlier run
-for image in valid["image"]:
+for image in frame.loc[fold_sets[-1][1], "image"]:
     copy = new_photos / Path(image).relative_to(data.raw)
     copy.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(image, copy)
@@ -601,29 +737,30 @@ plt.show()
 #
 # - Your photos go through the same preparation as the synthetic set; without them the
 #   notebook runs on a stand-in of another style, so every cell runs real code.
-# - The course's own checkpoint is found in `runs/<profile>/` (or passed), and its encoder
-#   decides the encoder of every start, so the starts differ only in their weights.
+# - The start from the synthetic set is the better of this profile's checkpoint and the
+#   model the course ships, and its encoder decides the encoder of every start, so the
+#   starts differ only in their weights.
 # - Fair and fast fine-tuning: the same steps, seed, batches and augmentations for every
-#   start (the GPU augmentation with a seed of its own), the same validation steps, the
-#   photos held on the device as notebook 03's uint8 cache, one long epoch; scored with the
-#   final weights, not a checkpoint chosen on the held-out photos.
-# - Scores per photo (hard Dice and IoU at 0.5) show which photos fail, and the paired
-#   gain with its standard error says whether one start really beats another.
+#   start, the photos held on the device as uint8, one long epoch, AdamW's fused kernel and
+#   no kernel search; each run scored with its final weights.
+# - k-fold cross-validation scores every photo once, by a model that never saw it: a mean
+#   with its standard error per start, and a paired gain with its own that says whether one
+#   start really beats another. The learning curve says whether more photos would help.
 # - `save_weights` and `python -m nailseg_common.predict` turn the chosen model into masks
 #   and overlays for any folder of photos.
 #
 # ## Exercises
 #
-# 1. Fine-tune only the decoder of the synthetic start: set `requires_grad_(False)` on
-#    `starts["synthetic"].model.encoder` before `fine_tune`. Does a frozen encoder do better
+# 1. Fine-tune only the decoder of the synthetic start: in `make_start`, set
+#    `requires_grad_(False)` on the model's `.model.encoder`. Does a frozen encoder do better
 #    or worse on a few dozen photos?
 # 2. Run with `finetune_steps` a quarter and four times the profile's. Which start gains
 #    most from a longer run, and does any of them start to overfit (training loss falling
 #    while the validation Dice drops)?
 # 3. Open the worst photos' masks in an image editor. Is any of them wrong? Fix it, re-run,
 #    and compare the per-photo table.
-# 4. Repeat with another split (`start(profile, photos, seed=1, ...)`): does the ranking of
-#    the starts survive? How large is the spread of each start's mean Dice?
+# 4. Re-run with `folds=10`: the runs train on more photos each; do the means and their
+#    standard errors change?
 # 5. Score the zero-shot checkpoint at a larger `image_size` than it was trained at. Does a
 #    model trained at one size transfer to another?
 # 6. Photograph a few nails of your own, put the photos in a folder and run

@@ -18,10 +18,15 @@ from nailseg_common.finetune import (
     PhotosOnDevice,
     checkpoint_hparams,
     compare_starts,
+    cross_validate,
     find_checkpoint,
     fine_tune,
+    k_folds,
     load_weights,
+    photos_on_device,
+    predict_logits,
     recommend_start,
+    recorded_dice,
     resolve_checkpoint,
     save_weights,
     score_photos,
@@ -105,6 +110,18 @@ def test_the_synthetic_start_holds_every_weight_of_the_checkpoint(trained):
     assert not all(torch.equal(saved[name], random[name]) for name in saved)
 
 
+def test_of_a_local_checkpoint_and_the_shipped_model_the_better_recorded_dice_wins(
+        trained, monkeypatch):
+    monkeypatch.setenv("NAILSEG_RUNS_DIR", str(trained.best.parents[4]))
+    score = float(trained.best.stem.split("val_dice=")[1])
+    assert recorded_dice(trained.best) == pytest.approx(score, abs=5e-4)
+    assert recorded_dice(finetune.SHIPPED_MODEL) == pytest.approx(0.8832)
+    assert resolve_checkpoint("", trained.profile) == finetune.SHIPPED_MODEL  # 2 steps lose
+    monkeypatch.setattr(finetune, "recorded_dice",
+                        lambda path: 0.95 if path == trained.best else 0.88)
+    assert resolve_checkpoint("", trained.profile) == trained.best
+
+
 def test_a_checkpoint_of_another_encoder_is_refused(trained):
     with pytest.raises(ValueError, match="encoder='mobilenet_v2'"):
         load_weights(LitNailSegmentation("resnet18"), trained.best)
@@ -128,10 +145,12 @@ def test_offline_the_imagenet_start_fails_at_once_with_the_reason(tmp_path, monk
 
 
 def test_one_row_per_held_out_photo_and_their_mean_is_val_dice(trained):
+    frame, photos_set = photos_on_device(trained.data, trained.profile)
     valid = read_split(trained.data, "valid")
+    held_out = list(range(len(frame) - len(valid), len(frame)))  # the splits in order
     model = load_weights(LitNailSegmentation(ENCODER), trained.best)
-    table = score_photos(model, valid, 32, torch.device("cpu"))
-    assert list(table.index) == list(valid.index)
+    logits = predict_logits(model, photos_set.images[held_out], batch_size=3)
+    table = score_photos(logits, photos_set.labels[held_out], frame.loc[held_out])
     assert list(table["photo"]) == [Path(image).name for image in valid["image"]]
     assert table["dice"].between(0, 1).all() and table["iou"].between(0, 1).all()
     assert (table["iou"] <= table["dice"] + 1e-6).all()
@@ -142,33 +161,59 @@ def test_one_row_per_held_out_photo_and_their_mean_is_val_dice(trained):
     assert table["iou"].mean() == pytest.approx(logged["val_iou"], abs=1e-5)
 
 
+def test_k_folds_hold_every_photo_out_once_and_never_train_on_it():
+    folds = k_folds(11, 3, seed=2)
+    held = sorted(int(i) for _, held_out in folds for i in held_out)
+    assert held == list(range(11))
+    assert all(not set(train) & set(held_out) and len(train) + len(held_out) == 11
+               for train, held_out in folds)
+    assert [list(t) for t, _ in folds] == [list(t) for t, _ in k_folds(11, 3, seed=2)]
+    with pytest.raises(ValueError, match="folds=12"):
+        k_folds(11, 12)
+
+
 def test_the_same_seed_trains_the_same_weights_without_writing_checkpoints(trained):
-    runs = [fine_tune(start_model("random", ENCODER, 1e-3, 2), trained.data, trained.profile,
-                      f"06_seed_{n}") for n in range(2)]
+    _, photos_set = photos_on_device(trained.data, trained.profile)
+    runs = [fine_tune(start_model("random", ENCODER, 1e-3, 2),
+                      PhotosOnDevice(photos_set, range(6), range(6, 8), 2, steps=2),
+                      trained.profile, f"06_seed_{n}") for n in range(2)]
     first, second = (run.lightning_module.state_dict() for run in runs)
     assert all(torch.equal(first[name], second[name]) for name in first)
-    assert all(run.global_step == trained.profile.finetune_steps for run in runs)
+    assert all(run.global_step == 2 for run in runs)
     assert all(run.checkpoint_callback is None for run in runs)
     assert not list(Path(runs[0].log_dir).rglob("*.ckpt"))
 
 
 def test_one_epoch_holds_every_step_and_each_pass_shows_every_photo_once(trained):
     profile = trained.profile
-    photos = PhotosOnDevice(trained.data, profile, steps=7, seed=3)
+    _, photos_set = photos_on_device(trained.data, profile)
+    train = [5, 0, 3, 6]
+    photos = PhotosOnDevice(photos_set, train, [1, 2, 4], profile.batch_size, steps=7, seed=3)
     batches = list(photos.train_dataloader())
     assert len(batches) == 7 and all(b["image"].shape[0] == profile.batch_size for b in batches)
     assert all(b["image"].dtype == torch.uint8 and b["image"].device == profile.device
                for b in batches)
-    images = photos.data["train"].images
-    count = images.shape[0]
+    images = photos_set.images
     drawn = [int((images == image).flatten(1).all(1).nonzero()[0]) for b in batches
              for image in b["image"]]
-    for start in range(0, len(drawn) - count + 1, count):
-        assert sorted(drawn[start:start + count]) == list(range(count))
-    again = [b["image"] for b in PhotosOnDevice(trained.data, profile, 7, seed=3).train_dataloader()]
+    for start in range(0, len(drawn) - len(train) + 1, len(train)):
+        assert sorted(drawn[start:start + len(train)]) == sorted(train)
+    again = [b["image"] for b in PhotosOnDevice(photos_set, train, [1, 2, 4], profile.batch_size,
+                                                7, seed=3).train_dataloader()]
     assert all(torch.equal(a["image"], b) for a, b in zip(batches, again))
-    assert len(photos.val_dataloader()) == math.ceil(len(read_split(trained.data, "valid"))
-                                                     / profile.batch_size)
+    assert len(photos.val_dataloader()) == math.ceil(3 / profile.batch_size)
+
+
+def test_cross_validation_scores_every_photo_once_with_the_model_of_its_fold(trained):
+    frame, photos_set = photos_on_device(trained.data, trained.profile)
+    folds = k_folds(len(frame), 2)
+    result = cross_validate(lambda name: start_model(name, ENCODER, 1e-3, 2), ["random"],
+                            frame, photos_set, folds, trained.profile, train_size=3)
+    table = result.tables["random"]
+    assert list(table.index) == list(frame.index) and table["dice"].between(0, 1).all()
+    assert list(result.runs["photos"]) == [3, 3] and list(result.runs["fold"]) == [0, 1]
+    last = predict_logits(result.models["random"], photos_set.images[folds[-1][1]])
+    assert torch.allclose(result.logits["random"][folds[-1][1]], last)
 
 
 def test_saved_weights_load_into_a_new_model_with_their_image_size(trained, tmp_path):

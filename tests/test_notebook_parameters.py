@@ -58,17 +58,15 @@ def test_notebook_02_trains_with_the_parameters_it_is_given(tmp_path, monkeypatc
 
 REPORT_06 = """
 import json
+model = validation.models["random"]
 print("REPORT" + json.dumps({
-    "photos": len(train) + len(valid), "scored_shape": list(images.shape),
+    "photos": len(frame), "scored_shape": list(photos_set.images.shape),
     "checkpoint": synthetic_checkpoint and str(synthetic_checkpoint), "starts": list(tables),
-    "encoder": models["random"].hparams.encoder, "lr": trainer.lightning_module.hparams.lr,
-    "schedule_steps": trainer.lightning_module.hparams.max_steps,
-    "max_steps": trainer.max_steps, "steps": trainer.global_step,
-    "batch_size": len(next(iter(trainer.train_dataloader))["image"]),
-    "on_device": trainer.datamodule.data["train"].images.device.type,
-    "num_workers": trainer.train_dataloader.num_workers,
-    "train_batches": trainer.num_training_batches, "val_batches": trainer.num_val_batches[0],
-    "precision": trainer.precision, "accelerator": type(trainer.accelerator).__name__,
+    "encoder": model.hparams.encoder, "lr": model.hparams.lr,
+    "schedule_steps": model.hparams.max_steps, "steps": sorted(set(validation.runs["steps"])),
+    "runs": len(validation.runs), "curve": sorted(int(n) for n in set(curve["photos"])),
+    "batch_size": cfg.batch_size, "on_device": photos_set.images.device.type,
+    "precision": cfg.precision, "accelerator": cfg.accelerator,
 }))
 """
 
@@ -77,15 +75,16 @@ def test_notebook_06_fine_tunes_with_the_parameters_it_is_given(tmp_path, monkey
     """No checkpoint in the (empty) runs folder and no ImageNet: the shipped model is the
     synthetic start, beside the random one."""
     parameters = {"profile": "smoke", "standin_images": 20, "image_size": 32, "batch_size": 2,
-                  "finetune_steps": 3, "encoder": "resnet18", "lr": 0.005,
+                  "finetune_steps": 3, "encoder": "resnet18", "finetune_lr": 0.005,
                   "precision": "bf16-mixed", "accelerator": "cpu", "max_train_batches": 2,
-                  "max_valid_batches": 1, "try_imagenet": False, "checkpoint": ""}
+                  "max_valid_batches": 1, "try_imagenet": False, "checkpoint": "",
+                  "folds": 4, "curve_sizes": [6], "curve_folds": 2}
     report = run_with(NOTEBOOKS / "06_your_own_photos.ipynb", parameters, REPORT_06,
                       tmp_path, monkeypatch)
     assert report == {
-        "photos": 20, "scored_shape": [4, 3, 32, 32], "checkpoint": str(SHIPPED_MODEL),
+        "photos": 20, "scored_shape": [20, 3, 32, 32], "checkpoint": str(SHIPPED_MODEL),
         "starts": ["synthetic, no fine-tuning", "random", "synthetic"],
-        "encoder": "mobilenet_v2", "lr": 0.005, "schedule_steps": 3, "max_steps": 3,
-        "steps": 3, "batch_size": 2, "on_device": "cpu", "num_workers": 0, "train_batches": 2,
-        "val_batches": 1, "precision": "bf16-mixed", "accelerator": "CPUAccelerator",
+        "encoder": "mobilenet_v2", "lr": 0.005, "schedule_steps": 3, "steps": [3],
+        "runs": 8, "curve": [6, 15], "batch_size": 2, "on_device": "cpu",
+        "precision": "bf16-mixed", "accelerator": "cpu",
     }

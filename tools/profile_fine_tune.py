@@ -9,7 +9,8 @@ the first run of the process (cuDNN's kernel search included), then as it is for
 ``--small-size`` px, and the same step as a plain PyTorch loop (no Lightning: the bound of
 the step's host overhead). A ``torch.profiler`` trace of ``--trace-steps`` steps gives the
 operators' host and device times and the device's busy share of the wall time.
-``--profile smoke`` checks the code path on a CPU.
+``--starts N`` times N whole starts of notebook 06 instead (validations included), as the
+notebook runs them. ``--profile smoke`` checks the code path on a CPU.
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ from torch.profiler import ProfilerActivity, profile
 from nailseg_common.course import start
 from nailseg_common.environment import device_description, library_versions
 from nailseg_common.fast_training import FastNailSegmentation
-from nailseg_common.finetune import PhotosOnDevice, start_model
+from nailseg_common.finetune import PhotosOnDevice, fine_tune, photos_on_device, start_model
 from nailseg_common.gpu_augmentation import KorniaAugmentation
 from nailseg_common.models import segmentation_loss
 from nailseg_common.photos import photos_or_standin
+from nailseg_common.preparation import read_split
 from nailseg_common.training import make_trainer
 
 
@@ -38,6 +40,31 @@ def synchronize(cfg) -> float:
     if cfg.device.type == "cuda":
         torch.cuda.synchronize()
     return time.perf_counter()
+
+
+def stand_in(cfg, data, steps: int) -> PhotosOnDevice:
+    """Notebook 06's batches: the stand-in's training split on the device, its validation
+    split held out."""
+    frame, photos = photos_on_device(data, cfg)
+    trained = len(read_split(data, "train"))
+    return PhotosOnDevice(photos, range(trained), range(trained, len(frame)), cfg.batch_size,
+                          steps)
+
+
+def timed_starts(cfg, data, steps: int, repeats: int) -> list[dict]:
+    """Notebook 06's ``fine_tune`` as it runs there (validations included), ``repeats``
+    starts of ``steps`` steps in one process: seconds of each."""
+    runs = []
+    for repeat in range(repeats):
+        model = start_model("random", cfg.encoder, cfg.finetune_lr, steps)
+        began = synchronize(cfg)
+        trainer = fine_tune(model, stand_in(cfg, data, steps), cfg, "profile_fine_tune", seed=repeat)
+        seconds = synchronize(cfg) - began
+        runs.append({"encoder": cfg.encoder, "repeat": repeat, "steps": trainer.global_step,
+                     "batch": cfg.batch_size, "image_size": cfg.image_size,
+                     "seconds": round(seconds, 2), "ms_per_step": round(1000 * seconds / steps, 1)})
+        print(runs[-1], flush=True)
+    return runs
 
 
 def timed_fit(cfg, data, steps: int, augment: bool = True, model=None,
@@ -51,7 +78,7 @@ def timed_fit(cfg, data, steps: int, augment: bool = True, model=None,
                            enable_checkpointing=False, limit_val_batches=0,
                            benchmark=benchmark and cfg.device.type == "cuda")
     began = synchronize(cfg)
-    trainer.fit(model, datamodule=PhotosOnDevice(data, cfg, steps))
+    trainer.fit(model, datamodule=stand_in(cfg, data, steps))
     seconds = synchronize(cfg) - began
     return {"steps": trainer.global_step, "batch": cfg.batch_size, "encoder": cfg.encoder,
             "image_size": cfg.image_size, "augment": augment, "seconds": round(seconds, 2),
@@ -68,7 +95,7 @@ def plain_loop(cfg, data, steps: int) -> dict:
     augment = KorniaAugmentation(seed=0)
     configured = module.configure_optimizers()
     optimizer, scheduler = configured["optimizer"], configured["lr_scheduler"]["scheduler"]
-    loader = PhotosOnDevice(data, cfg, steps).train_dataloader()
+    loader = stand_in(cfg, data, steps).train_dataloader()
     autocast = torch.autocast(cfg.device.type, torch.bfloat16, enabled=cfg.device.type == "cuda")
     began = synchronize(cfg)
     for batch in loader:
@@ -133,10 +160,17 @@ def main(argv: list[str] | None = None) -> None:
                         help="only the first run and a second one, without cuDNN's kernel search")
     parser.add_argument("--faster", action="store_true",
                         help="only the first run and the fused, compiled and graphed steps")
+    parser.add_argument("--starts", type=int, default=0,
+                        help="only notebook 06's whole starts of --steps steps, this many for "
+                             "each of --encoders")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     photos = photos_or_standin(args.profile, num_images=args.photos)
     cfg, data = start(args.profile, photos, encoder=args.encoders[0])
+    if args.starts:
+        return write(args, {encoder: timed_starts(dataclasses.replace(cfg, encoder=encoder), data,
+                                                  args.steps, args.starts)
+                            for encoder in args.encoders})
     runs = {"first run": timed_fit(cfg, data, args.steps, benchmark=not args.no_cudnn_benchmark)}
     if args.no_cudnn_benchmark or args.faster:
         runs.update({"second run": timed_fit(cfg, data, args.steps,
@@ -164,7 +198,8 @@ def write(args, runs: dict) -> None:
               "date": time.strftime("%Y-%m-%d"), "photos": args.photos, "runs": runs}
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     for name, run in runs.items():
-        print(name, {k: v for k, v in run.items() if not k.startswith("by_")})
+        if isinstance(run, dict):
+            print(name, {k: v for k, v in run.items() if not k.startswith("by_")})
 
 
 if __name__ == "__main__":
