@@ -62,9 +62,10 @@ NOT_A_CHECKPOINT = (LookupError, EOFError, RuntimeError, TypeError, ValueError, 
 
 
 def default_checkpoint(profile: Profile) -> Path:
-    """The model used without ``--checkpoint``: the newest ``best-*.ckpt`` of notebook 02 or
-    04 in ``profile``, else the model the course ships
-    (:func:`~nailseg_common.finetune.resolve_checkpoint`); DataError when there is neither."""
+    """The model used without ``--checkpoint``: of the newest ``best-*.ckpt`` of notebook 02
+    or 04 in ``profile`` and the model the course ships, the one that recorded the better
+    synthetic validation Dice (:func:`~nailseg_common.finetune.resolve_checkpoint`);
+    DataError when there is neither."""
     found = resolve_checkpoint("", profile)
     if found is None:
         raise DataError(f"No checkpoint of profile {profile.name!r} under "
@@ -194,7 +195,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--checkpoint", default="",
                         help="a best-*.ckpt written by notebook 02 or 04 (runs/<profile>/<run>/"
                              "version_N/checkpoints/), or a model notebook 06 saved; default: "
-                             "the newest best-*.ckpt of the profile, else the course's model")
+                             "of the profile's newest best-*.ckpt and the course's model, the "
+                             "better on its synthetic validation")
     parser.add_argument("--profile", default="",
                         help="smoke, cpu or gpu: where the default checkpoint is looked for and "
                              "the default --image-size (default: $NAILSEG_PROFILE, else chosen "
