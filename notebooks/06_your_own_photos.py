@@ -498,7 +498,8 @@ def cross_validate(make_start: Callable[[str], LitNailSegmentation], starts: lis
                    frame: pd.DataFrame, photos: BatchSlices, folds: list, profile: Profile,
                    train_size: int | None = None) -> CrossValidation:
     """Fine-tune every start (``make_start(start)``: fresh weights) on each fold's training
-    photos (the first ``train_size``; ``None``: all) and score its held-out photos."""
+    photos (the first ``train_size``; ``None``: all) and score its held-out photos (the
+    tables hold the photos ``folds`` hold out, no other)."""
     tables, logits, curves, models, runs = {}, {}, {}, {}, []
     for name in starts:
         logits[name] = torch.zeros(len(frame), 1, *photos.images.shape[2:])
@@ -513,7 +514,9 @@ def cross_validate(make_start: Callable[[str], LitNailSegmentation], starts: lis
             logits[name][held_out] = predict_logits(model, photos.images[held_out])
             curves.setdefault(name, read_metrics(trainer, by="step"))
             models[name] = model
-        tables[name] = score_photos(logits[name], photos.labels, frame)
+        scored = np.sort(np.concatenate([held_out for _, held_out in folds]))
+        tables[name] = score_photos(logits[name][scored], photos.labels[scored],
+                                    frame.loc[scored])
     return CrossValidation(tables, logits, curves, pd.DataFrame(runs), models)
 
 

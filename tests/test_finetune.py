@@ -214,6 +214,9 @@ def test_cross_validation_scores_every_photo_once_with_the_model_of_its_fold(tra
     assert list(result.runs["photos"]) == [3, 3] and list(result.runs["fold"]) == [0, 1]
     last = predict_logits(result.models["random"], photos_set.images[folds[-1][1]])
     assert torch.allclose(result.logits["random"][folds[-1][1]], last)
+    one_fold = cross_validate(lambda name: start_model(name, ENCODER, 1e-3, 2), ["random"],
+                              frame, photos_set, folds[:1], trained.profile, train_size=3)
+    assert list(one_fold.tables["random"].index) == sorted(folds[0][1])  # only photos scored
 
 
 def test_saved_weights_load_into_a_new_model_with_their_image_size(trained, tmp_path):
