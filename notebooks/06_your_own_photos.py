@@ -169,8 +169,8 @@ def recorded_dice(checkpoint: Path) -> float:
     ``ModelCheckpoint``'s best score, or the shipped model's provenance; NaN when neither."""
     if checkpoint == SHIPPED_MODEL:
         return json.loads(SHIPPED_MODEL.with_suffix(".json").read_text())["synthetic_valid"]["dice"]
-    callbacks = torch.load(checkpoint, map_location="cpu", weights_only=True).get("callbacks", {})
-    scores = [state["best_model_score"] for name, state in callbacks.items()
+    saved = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
+    scores = [state["best_model_score"] for name, state in saved.get("callbacks", {}).items()
               if name.startswith("ModelCheckpoint") and state.get("best_model_score") is not None]
     return float(scores[0]) if scores else math.nan
 
