@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytorch_lightning as pl
 import torch
+from torch import nn
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
 
 import nailseg_common
@@ -154,15 +155,30 @@ class PhotosOnDevice(pl.LightningDataModule):
             SequentialSampler(photos), self.batch_size, drop_last=False))
 
 
+class KeepLearnedStatistics(pl.Callback):
+    """Keeps every BatchNorm layer that has counted batches before the fit in eval mode: it
+    normalises with, and keeps, the running statistics it came with."""
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        self.layers = [layer for layer in pl_module.modules()
+                       if isinstance(layer, nn.BatchNorm2d)
+                       and layer.num_batches_tracked > 0]
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        for layer in self.layers:  # Lightning sets train mode again after each validation
+            layer.eval()
+
+
 def fine_tune(model: LitNailSegmentation, datamodule: PhotosOnDevice, profile: Profile,
               run_name: str, seed: int = 0, validations: int = 4) -> pl.Trainer:
-    """Train ``model`` for ``datamodule.steps`` steps with Kornia augmenting on the device,
-    logged as ``run_name``, validating ``validations`` times at evenly spaced steps; the same
-    ``seed`` gives every start the same batches and augmentations. Returns the trainer."""
+    """Train ``model`` for ``datamodule.steps`` steps, Kornia augmenting on the device and,
+    if ``profile.finetune_keep_statistics``, its BatchNorm statistics kept; ``validations``
+    evenly spaced validations; the same ``seed``, the same batches and augmentations."""
     pl.seed_everything(seed, verbose=False)
     model.gpu_augmentation = KorniaAugmentation(seed=seed)  # runs after the batch transfer
-    steps = datamodule.steps
+    steps, keep = datamodule.steps, profile.finetune_keep_statistics
     trainer = make_trainer(profile, run_name, max_steps=steps, enable_checkpointing=False,
+                           callbacks=[KeepLearnedStatistics()] if keep else [],
                            val_check_interval=max(1, steps // validations),
                            check_val_every_n_epoch=None,  # every N steps of the one epoch
                            benchmark=False)  # short runs: cuDNN's kernel search does not pay

@@ -75,6 +75,7 @@ from nailseg_common.plots import (
     plot_training_curves,
 )
 from nailseg_common.profiles import select_profile
+from nailseg_common.starts import available_starts
 
 # %% [markdown]
 # Every knob is a parameter (papermill `-p name value`); `None` keeps the profile's value.
@@ -96,6 +97,7 @@ batch_size = None
 finetune_steps = None   # optimizer steps of each fine-tuning run (the same for every start)
 encoder = None          # smp encoder name; a found checkpoint's encoder wins
 finetune_lr = None      # peak learning rate of AdamW's cosine schedule
+finetune_keep_statistics = None  # a trained start keeps its BatchNorm statistics (True/False)
 precision = None        # Lightning precision, e.g. 32-true, bf16-mixed
 accelerator = None      # cpu or gpu
 max_train_batches = None  # cap per epoch (0: the whole set)
@@ -118,7 +120,7 @@ photos = photos_or_standin(profile, data_root, standin_images)
 side = image_size or select_profile(profile, accelerator=accelerator).finetune_image_size
 cfg, data = start(profile, photos, image_size=side, batch_size=batch_size,
                   finetune_steps=finetune_steps, encoder=encoder, finetune_lr=finetune_lr,
-                  curve_folds=curve_folds,
+                  curve_folds=curve_folds, finetune_keep_statistics=finetune_keep_statistics,
                   precision=precision, accelerator=accelerator, max_train_batches=max_train_batches,
                   max_valid_batches=max_valid_batches)
 
@@ -240,7 +242,9 @@ else:
 # `cache_only_when_offline` (in `nailseg_common.hub`) first checks whether the Hub can be
 # reached and, when it cannot, lets the client look in its local cache only. Either way a
 # missing download ends in `create_model`'s `RuntimeError`, which says what to do. Every
-# start draws its random initialisation from the same seed.
+# start draws its random initialisation from the same seed. `available_starts` (in
+# `nailseg_common.starts`) lists the starts this machine can run: the synthetic one needs a
+# checkpoint, the ImageNet one its weights, which it tries to fetch once.
 
 # %%
 #| export finetune
@@ -288,18 +292,7 @@ def make_start(start_name: str) -> LitNailSegmentation:
                        synthetic_checkpoint)
 
 
-available, skipped = [], {}
-for start_name in STARTS:
-    if start_name == "synthetic" and synthetic_checkpoint is None:
-        skipped[start_name] = "no checkpoint (see above)"
-    elif start_name == "imagenet" and not try_imagenet:
-        skipped[start_name] = "try_imagenet=False"
-    else:
-        try:
-            make_start(start_name)  # fails here, once, if its weights cannot be had
-            available.append(start_name)
-        except RuntimeError as error:
-            skipped[start_name] = str(error)
+available, skipped = available_starts(STARTS, make_start, synthetic_checkpoint, try_imagenet)
 for start_name, reason in skipped.items():
     print(f"{start_name} start skipped: {reason}")
 print(f"{len(available)} of {len(STARTS)} starts to fine-tune: {', '.join(available)} "
@@ -404,15 +397,51 @@ class PhotosOnDevice(pl.LightningDataModule):
             SequentialSampler(photos), self.batch_size, drop_last=False))
 
 
+# %% [markdown]
+# One more thing differs from training on the synthetic set: **BatchNorm statistics**. Each
+# BatchNorm layer keeps a running mean and variance of what it has seen, and a trained model
+# normalises with them. In training mode a step normalises with its own batch instead and
+# moves the running statistics towards it, so a few dozen photos in small, augmented batches
+# replace statistics learned on thousands of images. `KeepLearnedStatistics` keeps each
+# layer that arrives with statistics (it has counted batches) in eval mode while the weights
+# train; the random start has none to keep and learns them as usual. Which way is better
+# depends on the budget. With 40 steps at a low learning rate (the `cpu` profile) the weights
+# cannot adapt to new statistics: keeping them scored hard Dice 0.888 ± 0.011 on the
+# stand-in, relearning them 0.838 ± 0.025, below the shipped model as it is
+# (`results/fine_tune_batchnorm_cpu.json`). With 120 steps at 384 px on an H100 relearning
+# them was a little better, 0.934 ± 0.010 against 0.926 ± 0.011
+# (`results/fine_tune_batchnorm_h100.json`). The profile's `finetune_keep_statistics` says
+# which; `tools/fine_tune_batchnorm.py` measures both ways on your photos.
+
+# %%
+#| export finetune
+from torch import nn
+
+
+class KeepLearnedStatistics(pl.Callback):
+    """Keeps every BatchNorm layer that has counted batches before the fit in eval mode: it
+    normalises with, and keeps, the running statistics it came with."""
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        self.layers = [layer for layer in pl_module.modules()
+                       if isinstance(layer, nn.BatchNorm2d)
+                       and layer.num_batches_tracked > 0]
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        for layer in self.layers:  # Lightning sets train mode again after each validation
+            layer.eval()
+
+
 def fine_tune(model: LitNailSegmentation, datamodule: PhotosOnDevice, profile: Profile,
               run_name: str, seed: int = 0, validations: int = 4) -> pl.Trainer:
-    """Train ``model`` for ``datamodule.steps`` steps with Kornia augmenting on the device,
-    logged as ``run_name``, validating ``validations`` times at evenly spaced steps; the same
-    ``seed`` gives every start the same batches and augmentations. Returns the trainer."""
+    """Train ``model`` for ``datamodule.steps`` steps, Kornia augmenting on the device and,
+    if ``profile.finetune_keep_statistics``, its BatchNorm statistics kept; ``validations``
+    evenly spaced validations; the same ``seed``, the same batches and augmentations."""
     pl.seed_everything(seed, verbose=False)
     model.gpu_augmentation = KorniaAugmentation(seed=seed)  # runs after the batch transfer
-    steps = datamodule.steps
+    steps, keep = datamodule.steps, profile.finetune_keep_statistics
     trainer = make_trainer(profile, run_name, max_steps=steps, enable_checkpointing=False,
+                           callbacks=[KeepLearnedStatistics()] if keep else [],
                            val_check_interval=max(1, steps // validations),
                            check_val_every_n_epoch=None,  # every N steps of the one epoch
                            benchmark=False)  # short runs: cuDNN's kernel search does not pay

@@ -36,6 +36,7 @@ from nailseg_common.models import LitNailSegmentation
 from nailseg_common.photos import photos_or_standin
 from nailseg_common.preparation import ensure_prepared, read_split
 from nailseg_common.profiles import select_profile
+from nailseg_common.starts import available_starts
 from nailseg_common.synthetic import generate_synthetic_dataset
 from nailseg_common.training import make_trainer
 
@@ -182,6 +183,40 @@ def test_the_same_seed_trains_the_same_weights_without_writing_checkpoints(train
     assert all(run.global_step == 2 for run in runs)
     assert all(run.checkpoint_callback is None for run in runs)
     assert not list(Path(runs[0].log_dir).rglob("*.ckpt"))
+
+
+def _batchnorm_statistics(model) -> dict[str, torch.Tensor]:
+    return {name: value.clone() for name, value in model.state_dict().items()
+            if name.endswith(("running_mean", "running_var"))}
+
+
+def test_a_trained_start_keeps_its_batchnorm_statistics_and_a_random_one_learns_them(trained):
+    _, photos_set = photos_on_device(trained.data, trained.profile)
+    for start, kept in (("synthetic", True), ("random", False)):
+        model = start_model(start, ENCODER, 1e-2, 3, trained.best)
+        before = _batchnorm_statistics(model)
+        weights = {name: value.clone() for name, value in model.model.named_parameters()}
+        fine_tune(model, PhotosOnDevice(photos_set, range(6), range(6, 8), 2, steps=3),
+                  trained.profile, f"06_statistics_{start}")
+        after = _batchnorm_statistics(model.cpu())
+        assert all(torch.equal(before[name], after[name]) for name in before) == kept, start
+        assert not all(torch.equal(weights[name], value.detach())
+                       for name, value in model.model.named_parameters()), start
+
+
+def test_only_the_starts_that_can_be_had_are_fine_tuned():
+    built = []
+
+    def make_start(name):
+        built.append(name)
+        raise RuntimeError("offline, and not in the cache")
+
+    available, skipped = available_starts(finetune.STARTS, make_start, None, True)
+    assert available == ["random"] and built == ["imagenet"]
+    assert skipped == {"synthetic": "no checkpoint (see above)",
+                       "imagenet": "offline, and not in the cache"}
+    available, skipped = available_starts(finetune.STARTS, make_start, Path("best.ckpt"), False)
+    assert available == ["random", "synthetic"] and skipped == {"imagenet": "try_imagenet=False"}
 
 
 def test_one_epoch_holds_every_step_and_each_pass_shows_every_photo_once(trained):

@@ -10,7 +10,10 @@ the first run of the process (cuDNN's kernel search included), then as it is for
 the step's host overhead). A ``torch.profiler`` trace of ``--trace-steps`` steps gives the
 operators' host and device times and the device's busy share of the wall time.
 ``--starts N`` times N whole starts of notebook 06 instead (validations included), as the
-notebook runs them. ``--profile smoke`` checks the code path on a CPU.
+notebook runs them (each batch's indices a Python list, copied to the device at every step),
+alternating with starts whose indices all moved to the device at once, then the same
+``--steps`` as a plain PyTorch loop, and lists the places where the steps wait for the GPU
+(torch's sync debug mode). ``--profile smoke`` checks the code path on a CPU.
 """
 
 from __future__ import annotations
@@ -19,11 +22,14 @@ import argparse
 import dataclasses
 import json
 import time
+import warnings
+from collections import Counter
 from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
 from torch.profiler import ProfilerActivity, profile
+from torch.utils.data import DataLoader
 
 from nailseg_common.course import start
 from nailseg_common.environment import device_description, library_versions
@@ -42,29 +48,66 @@ def synchronize(cfg) -> float:
     return time.perf_counter()
 
 
-def stand_in(cfg, data, steps: int) -> PhotosOnDevice:
+class DeviceIndexedPhotos(PhotosOnDevice):
+    """``PhotosOnDevice`` with the same batches, their indices moved to the device once as a
+    ``steps × batch`` tensor: no step copies indices from the host (a copy that waits for
+    the GPU to finish the work queued before it)."""
+
+    def train_dataloader(self) -> DataLoader:
+        photos, generator = self.sets["train"], torch.Generator().manual_seed(self.seed)
+        passes = -(-self.steps * self.batch_size // len(photos))  # enough for every batch
+        order = torch.cat([torch.randperm(len(photos), generator=generator)
+                           for _ in range(passes)])[:self.steps * self.batch_size]
+        batches = order.view(self.steps, self.batch_size).to(photos.images.device)
+        return DataLoader(photos, sampler=batches, batch_size=None)  # a batch: one row
+
+
+def stand_in(cfg, data, steps: int, datamodule=PhotosOnDevice) -> PhotosOnDevice:
     """Notebook 06's batches: the stand-in's training split on the device, its validation
     split held out."""
     frame, photos = photos_on_device(data, cfg)
     trained = len(read_split(data, "train"))
-    return PhotosOnDevice(photos, range(trained), range(trained, len(frame)), cfg.batch_size,
-                          steps)
+    return datamodule(photos, range(trained), range(trained, len(frame)), cfg.batch_size, steps)
 
 
-def timed_starts(cfg, data, steps: int, repeats: int) -> list[dict]:
+DATAMODULES = {"indices on the device": DeviceIndexedPhotos,
+               "indices from the host (notebook 06)": PhotosOnDevice}
+
+
+def timed_starts(cfg, data, steps: int, repeats: int) -> dict[str, list[dict]]:
     """Notebook 06's ``fine_tune`` as it runs there (validations included), ``repeats``
-    starts of ``steps`` steps in one process: seconds of each."""
-    runs = []
+    starts of ``steps`` steps with each of :data:`DATAMODULES`, alternating, in one process:
+    seconds of each."""
+    runs = {name: [] for name in DATAMODULES}
     for repeat in range(repeats):
-        model = start_model("random", cfg.encoder, cfg.finetune_lr, steps)
-        began = synchronize(cfg)
-        trainer = fine_tune(model, stand_in(cfg, data, steps), cfg, "profile_fine_tune", seed=repeat)
-        seconds = synchronize(cfg) - began
-        runs.append({"encoder": cfg.encoder, "repeat": repeat, "steps": trainer.global_step,
-                     "batch": cfg.batch_size, "image_size": cfg.image_size,
-                     "seconds": round(seconds, 2), "ms_per_step": round(1000 * seconds / steps, 1)})
-        print(runs[-1], flush=True)
+        for name, datamodule in DATAMODULES.items():
+            model = start_model("random", cfg.encoder, cfg.finetune_lr, steps)
+            batches = stand_in(cfg, data, steps, datamodule)
+            began = synchronize(cfg)
+            trainer = fine_tune(model, batches, cfg, "profile_fine_tune", seed=repeat)
+            seconds = synchronize(cfg) - began
+            runs[name].append({"encoder": cfg.encoder, "repeat": repeat,
+                               "steps": trainer.global_step, "batch": cfg.batch_size,
+                               "image_size": cfg.image_size, "seconds": round(seconds, 2),
+                               "ms_per_step": round(1000 * seconds / steps, 1)})
+            print(name, runs[name][-1], flush=True)
     return runs
+
+
+def sync_sites(cfg, data, steps: int) -> dict[str, int]:
+    """Where ``steps`` steps of notebook 06's fit wait for the GPU (torch's sync debug mode),
+    by source line: a line counted about ``steps`` times waits at every step."""
+    if cfg.device.type != "cuda":
+        return {}
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            timed_fit(cfg, data, steps, benchmark=False)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    return dict(Counter(f"{warning.filename}:{warning.lineno}" for warning in caught
+                        if "synchroniz" in str(warning.message)).most_common())
 
 
 def timed_fit(cfg, data, steps: int, augment: bool = True, model=None,
@@ -168,9 +211,11 @@ def main(argv: list[str] | None = None) -> None:
     photos = photos_or_standin(args.profile, num_images=args.photos)
     cfg, data = start(args.profile, photos, encoder=args.encoders[0])
     if args.starts:
-        return write(args, {encoder: timed_starts(dataclasses.replace(cfg, encoder=encoder), data,
-                                                  args.steps, args.starts)
-                            for encoder in args.encoders})
+        runs = {encoder: timed_starts(dataclasses.replace(cfg, encoder=encoder), data,
+                                      args.steps, args.starts) for encoder in args.encoders}
+        runs["plain PyTorch loop"] = plain_loop(cfg, data, args.steps)
+        runs["sync sites, 20 steps"] = sync_sites(cfg, data, 20)
+        return write(args, runs)
     runs = {"first run": timed_fit(cfg, data, args.steps, benchmark=not args.no_cudnn_benchmark)}
     if args.no_cudnn_benchmark or args.faster:
         runs.update({"second run": timed_fit(cfg, data, args.steps,
