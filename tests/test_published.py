@@ -1,17 +1,21 @@
 """The published edition (published/): executed on an H100 (notebook 08 on two H200s),
 without errors, and still the code of notebooks/."""
 
+import base64
 import datetime as dt
+import io
 import json
 import re
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pytest
+from PIL import Image
 from test_blog import check_jekyll_site, jekyll_build, split_post
 
 from tools import edition_record
-from tools.publishing import blog
+from tools.publishing import blog, compress
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -51,8 +55,6 @@ def test_published_notebook_ran_on_its_gpu_without_errors(pair, request):
 # lent; published/README.md says which run they are and why. Each entry is a debt.
 AWAITING_RERUN = {
     "08_two_gpus.ipynb": "needs two GPUs (nvidia-h200-x2), not lent on 2026-11-24",
-    "06_your_own_photos.ipynb": "cross-validation and learning curve (2026-11-24) not yet "
-                                "run on an H100: the session ran out of time",
 }
 
 
@@ -102,3 +104,21 @@ def test_the_newest_edition_record_is_what_published_printed():
     so the README's numbers and the executed notebooks cannot drift apart."""
     newest = json.loads((ROOT / "results" / "edition_runs_h100.json").read_text())["runs"][-1]
     assert edition_record.record(ROOT / "published", newest["commit"], newest["note"]) == newest
+
+
+def test_compressing_a_figure_keeps_its_size_and_text_and_makes_it_smaller(tmp_path):
+    image = Image.fromarray(np.random.default_rng(0).integers(0, 255, (60, 80, 3), np.uint8))
+    sharp = io.BytesIO()
+    image.save(sharp, "JPEG", quality=95)
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("plot()", outputs=[
+        nbformat.v4.new_output("display_data", data={
+            "image/jpeg": base64.b64encode(sharp.getvalue()).decode(), "text/plain": "<Figure>"})])])
+    path = tmp_path / "figure.ipynb"
+    nbformat.write(notebook, path)
+    before, after = compress.compress_notebook(path, quality=60)
+    assert after < before and path.stat().st_size == after
+    output = nbformat.read(path, as_version=4).cells[0].outputs[0]
+    assert Image.open(io.BytesIO(base64.b64decode(output.data["image/jpeg"]))).size == (80, 60)
+    assert output.data["text/plain"] == "<Figure>"
+    smaller = compress.recompress(base64.b64decode(output.data["image/jpeg"]), quality=95)
+    assert smaller == base64.b64decode(output.data["image/jpeg"])  # never made larger
