@@ -13,7 +13,9 @@ operators' host and device times and the device's busy share of the wall time.
 notebook runs them (each batch's indices a Python list, copied to the device at every step),
 alternating with starts whose indices all moved to the device at once, then the same
 ``--steps`` as a plain PyTorch loop, and lists the places where the steps wait for the GPU
-(torch's sync debug mode). ``--profile smoke`` checks the code path on a CPU.
+(torch's sync debug mode). ``--starts N --compile-mode MODE`` times N of the notebook's
+starts whose U-Nets are compiled in that mode, in one process: the first start compiles,
+the others may reuse its code. ``--profile smoke`` checks the code path on a CPU.
 """
 
 from __future__ import annotations
@@ -74,21 +76,27 @@ DATAMODULES = {"indices on the device": DeviceIndexedPhotos,
                "indices from the host (notebook 06)": PhotosOnDevice}
 
 
-def timed_starts(cfg, data, steps: int, repeats: int) -> dict[str, list[dict]]:
+def timed_starts(cfg, data, steps: int, repeats: int, datamodules=DATAMODULES,
+                 compile_mode: str | None = None) -> dict[str, list[dict]]:
     """Notebook 06's ``fine_tune`` as it runs there (validations included), ``repeats``
-    starts of ``steps`` steps with each of :data:`DATAMODULES`, alternating, in one process:
-    seconds of each."""
-    runs = {name: [] for name in DATAMODULES}
+    starts of ``steps`` steps with each of ``datamodules``, alternating, in one process:
+    seconds of each. With ``compile_mode``, each start's U-Net goes through
+    ``torch.compile`` in that mode first (the first start compiles; the others reuse its
+    code unless something forces a recompilation)."""
+    runs = {name: [] for name in datamodules}
     for repeat in range(repeats):
-        for name, datamodule in DATAMODULES.items():
+        for name, datamodule in datamodules.items():
             model = start_model("random", cfg.encoder, cfg.finetune_lr, steps)
+            if compile_mode:
+                model.model.compile(mode=compile_mode)
             batches = stand_in(cfg, data, steps, datamodule)
             began = synchronize(cfg)
             trainer = fine_tune(model, batches, cfg, "profile_fine_tune", seed=repeat)
             seconds = synchronize(cfg) - began
             runs[name].append({"encoder": cfg.encoder, "repeat": repeat,
                                "steps": trainer.global_step, "batch": cfg.batch_size,
-                               "image_size": cfg.image_size, "seconds": round(seconds, 2),
+                               "image_size": cfg.image_size, "compile_mode": compile_mode,
+                               "seconds": round(seconds, 2),
                                "ms_per_step": round(1000 * seconds / steps, 1)})
             print(name, runs[name][-1], flush=True)
     return runs
@@ -206,10 +214,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--starts", type=int, default=0,
                         help="only notebook 06's whole starts of --steps steps, this many for "
                              "each of --encoders")
+    parser.add_argument("--compile-mode", default=None,
+                        help="with --starts: only the notebook's starts, each U-Net compiled in "
+                             "this torch.compile mode (e.g. reduce-overhead: CUDA graphs)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     photos = photos_or_standin(args.profile, num_images=args.photos)
     cfg, data = start(args.profile, photos, encoder=args.encoders[0])
+    if args.starts and args.compile_mode:
+        notebook = {name: module for name, module in DATAMODULES.items() if module is PhotosOnDevice}
+        return write(args, {f"{encoder}, compiled ({args.compile_mode})": timed_starts(
+            dataclasses.replace(cfg, encoder=encoder), data, args.steps, args.starts, notebook,
+            args.compile_mode) for encoder in args.encoders})
     if args.starts:
         runs = {encoder: timed_starts(dataclasses.replace(cfg, encoder=encoder), data,
                                       args.steps, args.starts) for encoder in args.encoders}
