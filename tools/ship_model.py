@@ -31,42 +31,55 @@ from pathlib import Path
 
 import torch
 
+from nailseg_common.cache import load_cache
 from nailseg_common.course import start
 from nailseg_common.environment import device_description, library_versions
 from nailseg_common.finetune import (
+    PhotosOnDevice,
     checkpoint_hparams,
     fine_tune,
     load_weights,
+    photos_on_device,
+    predict_logits,
     save_weights,
     score_photos,
     start_model,
 )
 from nailseg_common.models import LitNailSegmentation
+from nailseg_common.paths import DataLocation
 from nailseg_common.photos import photos_or_standin
 from nailseg_common.preparation import ensure_prepared, read_split
 from nailseg_common.profiles import Profile, select_profile
 
 
-def mean_scores(model: LitNailSegmentation, frame, image_size: int, device) -> dict:
-    """Hard Dice and IoU averaged over the photos of ``frame`` at ``image_size``."""
-    table = score_photos(model, frame, image_size, device)
+def mean_scores(model: LitNailSegmentation, data: DataLocation, image_size: int, device) -> dict:
+    """Hard Dice and IoU averaged over the validation photos of ``data`` at ``image_size``."""
+    images, labels = load_cache(data, image_size, "valid")
+    logits = predict_logits(model, images.to(device))
+    table = score_photos(logits, labels, read_split(data, "valid"))
     return {"dice": round(float(table["dice"].mean()), 4),
             "iou": round(float(table["iou"].mean()), 4), "images": len(table)}
 
 
-def timed_fine_tune(start_name: str, checkpoint: Path | None, standin, cfg: Profile,
-                    held_out, seed: int) -> dict:
-    """One start fine-tuned with notebook 06's code: seconds (fit only) and held-out scores."""
-    model = start_model(start_name, cfg.encoder, cfg.lr, cfg.finetune_steps, checkpoint, seed)
+def timed_fine_tune(start_name: str, checkpoint: Path | None, standin: DataLocation,
+                    cfg: Profile, seed: int) -> dict:
+    """One start fine-tuned with notebook 06's code on the stand-in's training photos: seconds
+    (fit only) and the scores of its validation photos, held out."""
+    model = start_model(start_name, cfg.encoder, cfg.finetune_lr, cfg.finetune_steps, checkpoint,
+                        seed)
+    frame, photos = photos_on_device(standin, cfg)
+    trained = len(read_split(standin, "train"))
+    batches = PhotosOnDevice(photos, range(trained), range(trained, len(frame)), cfg.batch_size,
+                             cfg.finetune_steps, seed=seed)
     if cfg.device.type == "cuda":
         torch.cuda.synchronize()
     began = time.perf_counter()
-    trainer = fine_tune(model, standin, cfg, f"ship_{start_name}_{cfg.encoder}", seed=seed)
+    trainer = fine_tune(model, batches, cfg, f"ship_{start_name}_{cfg.encoder}", seed=seed)
     if cfg.device.type == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - began
     return {"seed": seed, "seconds": round(seconds, 2), "steps": trainer.global_step,
-            **mean_scores(model, held_out, cfg.image_size, cfg.device)}
+            **mean_scores(model, standin, cfg.image_size, cfg.device)}
 
 
 def trained_steps(checkpoint: Path) -> int | None:
@@ -74,24 +87,25 @@ def trained_steps(checkpoint: Path) -> int | None:
     return torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True).get("global_step")
 
 
-def candidate(checkpoint: Path, synthetic_valid, standin, cfg: Profile, held_out,
+def candidate(checkpoint: Path, synthetic: DataLocation, standin: DataLocation, cfg: Profile,
               sizes: list[int], seeds: list[int]) -> dict:
     """Every measurement of one candidate checkpoint (see the module's docstring)."""
     encoder = checkpoint_hparams(checkpoint)["encoder"]
     cfg = dataclasses.replace(cfg, encoder=encoder)
-    model = start_model("synthetic", encoder, cfg.lr, cfg.finetune_steps, checkpoint)
+    model = start_model("synthetic", encoder, cfg.finetune_lr, cfg.finetune_steps, checkpoint)
     parameters = sum(p.numel() for p in model.parameters())
     return {"checkpoint": checkpoint.name, "encoder": encoder, "parameters": parameters,
             "half_precision_mib": round(2 * parameters / 2**20, 1),
             "trained_steps": trained_steps(checkpoint),
-            "synthetic_valid": mean_scores(model, synthetic_valid, cfg.image_size, cfg.device),
-            "zero_shot": {str(size): mean_scores(model, held_out, size, cfg.device)
+            "synthetic_valid": mean_scores(model, synthetic, cfg.image_size, cfg.device),
+            "zero_shot": {str(size): mean_scores(model, standin, size, cfg.device)
                           for size in sizes},
-            "fine_tuned": [timed_fine_tune("synthetic", checkpoint, standin, cfg, held_out, seed)
+            "fine_tuned": [timed_fine_tune("synthetic", checkpoint, standin, cfg, seed)
                            for seed in seeds]}
 
 
-def ship(checkpoint: Path, out: Path, cfg: Profile, synthetic_valid, provenance: dict) -> dict:
+def ship(checkpoint: Path, out: Path, cfg: Profile, synthetic: DataLocation,
+         provenance: dict) -> dict:
     """``checkpoint`` written in half precision to ``out``, scored again as written, with its
     provenance beside it; returns the provenance."""
     hyper_parameters = checkpoint_hparams(checkpoint)
@@ -105,7 +119,7 @@ def ship(checkpoint: Path, out: Path, cfg: Profile, synthetic_valid, provenance:
                   "source_checkpoint": checkpoint.name,
                   "trained_steps": trained_steps(checkpoint),
                   "hyper_parameters": hyper_parameters, **provenance,
-                  "synthetic_valid": mean_scores(as_written, synthetic_valid, cfg.image_size,
+                  "synthetic_valid": mean_scores(as_written, synthetic, cfg.image_size,
                                                  cfg.device)}
     path.with_suffix(".json").write_text(json.dumps(provenance, indent=2, default=str) + "\n")
     return provenance
@@ -135,10 +149,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     profile = select_profile(args.profile)
-    synthetic_valid = read_split(ensure_prepared(profile), "valid")
+    synthetic = ensure_prepared(profile)
     photos = photos_or_standin(args.profile, num_images=args.photos)
     cfg, standin = start(args.profile, photos, finetune_steps=args.finetune_steps)
-    held_out = read_split(standin, "valid")
+    held_out = read_split(standin, "valid")  # the stand-in's validation split: never trained on
     sizes, seeds = [int(size) for size in args.sizes.split(",")], list(range(args.seeds))
     about = {"device": device_description(), "versions": library_versions(),
              "date": datetime.date.today().isoformat(), "commit": args.commit,
@@ -146,19 +160,19 @@ def main(argv: list[str] | None = None) -> None:
     results = {**about, "standin": {"photos": args.photos, "held_out": len(held_out),
                                     "image_size": cfg.image_size, "batch_size": cfg.batch_size,
                                     "finetune_steps": cfg.finetune_steps, "seeds": seeds},
-               "candidates": [candidate(path, synthetic_valid, standin, cfg, held_out, sizes,
-                                        seeds) for path in args.candidates]}
+               "candidates": [candidate(path, synthetic, standin, cfg, sizes, seeds)
+                              for path in args.candidates]}
     if args.ship is not None:
         shipped = args.candidates[args.ship]
         encoder = results["candidates"][args.ship]["encoder"]
         random_cfg = dataclasses.replace(cfg, encoder=encoder)
         results["random_start"] = {"encoder": encoder, "fine_tuned": [
-            timed_fine_tune("random", None, standin, random_cfg, held_out, seed) for seed in seeds]}
+            timed_fine_tune("random", None, standin, random_cfg, seed) for seed in seeds]}
         trained_by = args.trained_by.replace("<encoder>", encoder)
         long_cfg = dataclasses.replace(random_cfg, finetune_steps=args.timing_steps)
         results["shipped_long_run"] = timed_fine_tune("synthetic", shipped, standin, long_cfg,
-                                                      held_out, seed=0)
-        results["shipped"] = ship(shipped, args.out, cfg, synthetic_valid,
+                                                      seed=0)
+        results["shipped"] = ship(shipped, args.out, cfg, synthetic,
                                   {**about, "trained_by": trained_by})
     (args.out / "shipped_model.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
     print(json.dumps(results, indent=1, default=str))

@@ -1,0 +1,54 @@
+"""The measuring tools run on a CPU in the smoke profile (`--profile smoke`): a change to the
+code they call shows here, not first on a lent GPU."""
+
+import json
+
+import pytest
+import torch
+
+from nailseg_common.finetune import SHIPPED_MODEL, load_weights
+from nailseg_common.models import LitNailSegmentation
+from tools import fine_tune_batchnorm, profile_fine_tune, ship_model
+
+
+@pytest.fixture(autouse=True)
+def own_folders(tmp_path, monkeypatch):
+    monkeypatch.setenv("NAILSEG_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("NAILSEG_RUNS_DIR", str(tmp_path / "runs"))
+
+
+def test_profile_fine_tune_times_whole_starts_both_ways(tmp_path):
+    out = tmp_path / "starts.json"
+    profile_fine_tune.main(["--profile", "smoke", "--photos", "10", "--starts", "1",
+                            "--steps", "2", "--encoders", "resnet18", "--out", str(out)])
+    runs = json.loads(out.read_text())["runs"]
+    assert set(runs["resnet18"]) == set(profile_fine_tune.DATAMODULES)
+    assert all(run[0]["steps"] == 2 and run[0]["seconds"] > 0 for run in runs["resnet18"].values())
+    assert runs["plain PyTorch loop"]["steps"] == 2
+
+
+def test_fine_tune_batchnorm_scores_both_ways_on_every_photo(tmp_path):
+    out = tmp_path / "batchnorm.json"
+    fine_tune_batchnorm.main(["--profile", "smoke", "--folds", "2", "--out", str(out)])
+    report = json.loads(out.read_text())
+    assert report["checkpoint"] == SHIPPED_MODEL.name
+    photos = report["zero_shot"]["photos"]
+    assert report["kept"]["photos"] == report["relearned"]["photos"] == photos > 0
+    difference = report["kept_minus_relearned"]
+    assert difference["dice"] == pytest.approx(report["kept"]["dice"] - report["relearned"]["dice"],
+                                               abs=2e-4)
+
+
+def test_ship_model_measures_a_candidate_and_writes_it_in_half_precision(tmp_path):
+    out = tmp_path / "shipped"
+    ship_model.main([str(SHIPPED_MODEL), "--ship", "0", "--profile", "smoke", "--photos", "10",
+                     "--sizes", "64", "--seeds", "1", "--finetune-steps", "2",
+                     "--timing-steps", "2", "--out", str(out)])
+    results = json.loads((out / "shipped_model.json").read_text())
+    assert results["candidates"][0]["fine_tuned"][0]["steps"] == 2
+    written = out / SHIPPED_MODEL.name
+    provenance = json.loads(written.with_suffix(".json").read_text())
+    assert provenance["encoder"] == "mobilenet_v2" and provenance["bytes"] == written.stat().st_size
+    saved = torch.load(written, map_location="cpu", weights_only=True)["state_dict"]
+    assert all(value.dtype == torch.float16 for value in saved.values() if value.is_floating_point())
+    load_weights(LitNailSegmentation("mobilenet_v2"), written)  # loads back into float32
