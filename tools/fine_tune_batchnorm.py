@@ -2,9 +2,9 @@
 
     python -m tools.fine_tune_batchnorm --profile cpu --out results/fine_tune_batchnorm_cpu.json
 
-Cross-validates the synthetic start on notebook 06's stand-in exactly as the notebook does
-(its profile's image size, steps, learning rate; ``--folds`` folds), twice: with the
-profile's ``finetune_keep_statistics`` on (``KeepLearnedStatistics`` keeps every trained
+Cross-validates the synthetic start on your photos (``--data-root``) or notebook 06's
+stand-in exactly as the notebook does (its profile's image size, steps, learning rate;
+``--folds`` folds), twice: with the profile's ``finetune_keep_statistics`` on (``KeepLearnedStatistics`` keeps every trained
 BatchNorm layer in eval mode) and off (each step normalises with its batch and moves the
 running statistics). Writes each way's mean hard Dice ± standard error over every photo
 (each held out once), the checkpoint as it is (zero-shot), and the paired difference.
@@ -47,11 +47,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m tools.fine_tune_batchnorm",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="")
+    parser.add_argument("--data-root", default="", help="your photos, laid out as notebook 06 "
+                        "takes them; empty: $NAILSEG_DATA_ROOT, else its stand-in")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--checkpoint", default="", help="empty: the one notebook 06 takes")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
-    photos = photos_or_standin(args.profile)
+    photos = photos_or_standin(args.profile, args.data_root)
     side = select_profile(args.profile).finetune_image_size
     cfg, data = start(args.profile, photos, image_size=side)
     checkpoint = resolve_checkpoint(args.checkpoint, cfg)
