@@ -4,8 +4,8 @@
 
 Cross-validates the synthetic start on your photos (``--data-root``) or notebook 06's
 stand-in exactly as the notebook does (its profile's image size, steps, learning rate;
-``--folds`` folds), twice: with the profile's ``finetune_keep_statistics`` on (``KeepLearnedStatistics`` keeps every trained
-BatchNorm layer in eval mode) and off (each step normalises with its batch and moves the
+``--folds`` folds), twice: with the profile's ``finetune_keep_statistics`` on
+(``KeepLearnedStatistics`` keeps every trained BatchNorm layer in eval mode) and off (each step normalises with its batch and moves the
 running statistics). Writes each way's mean hard Dice ± standard error over every photo
 (each held out once), the checkpoint as it is (zero-shot), and the paired difference.
 ``--profile smoke`` checks the code path in seconds.

@@ -33,6 +33,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.data import DataLoader
 
+from nailseg_common.clock import synchronized_now
 from nailseg_common.course import start
 from nailseg_common.environment import device_description, library_versions
 from nailseg_common.fast_training import FastNailSegmentation
@@ -42,12 +43,6 @@ from nailseg_common.models import segmentation_loss
 from nailseg_common.photos import photos_or_standin
 from nailseg_common.preparation import read_split
 from nailseg_common.training import make_trainer
-
-
-def synchronize(cfg) -> float:
-    if cfg.device.type == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter()
 
 
 class DeviceIndexedPhotos(PhotosOnDevice):
@@ -64,12 +59,13 @@ class DeviceIndexedPhotos(PhotosOnDevice):
         return DataLoader(photos, sampler=batches, batch_size=None)  # a batch: one row
 
 
-def stand_in(cfg, data, steps: int, datamodule=PhotosOnDevice) -> PhotosOnDevice:
+def stand_in(cfg, data, steps: int, datamodule=PhotosOnDevice, seed: int = 0) -> PhotosOnDevice:
     """Notebook 06's batches: the stand-in's training split on the device, its validation
     split held out."""
     frame, photos = photos_on_device(data, cfg)
     trained = len(read_split(data, "train"))
-    return datamodule(photos, range(trained), range(trained, len(frame)), cfg.batch_size, steps)
+    return datamodule(photos, range(trained), range(trained, len(frame)), cfg.batch_size, steps,
+                      seed=seed)
 
 
 DATAMODULES = {"indices on the device": DeviceIndexedPhotos,
@@ -90,9 +86,9 @@ def timed_starts(cfg, data, steps: int, repeats: int, datamodules=DATAMODULES,
             if compile_mode:
                 model.model.compile(mode=compile_mode)
             batches = stand_in(cfg, data, steps, datamodule)
-            began = synchronize(cfg)
+            began = synchronized_now(cfg.device)
             trainer = fine_tune(model, batches, cfg, "profile_fine_tune", seed=repeat)
-            seconds = synchronize(cfg) - began
+            seconds = synchronized_now(cfg.device) - began
             runs[name].append({"encoder": cfg.encoder, "repeat": repeat,
                                "steps": trainer.global_step, "batch": cfg.batch_size,
                                "image_size": cfg.image_size, "compile_mode": compile_mode,
@@ -128,9 +124,9 @@ def timed_fit(cfg, data, steps: int, augment: bool = True, model=None,
     trainer = make_trainer(dataclasses.replace(cfg, max_steps=steps), "profile_fine_tune",
                            enable_checkpointing=False, limit_val_batches=0,
                            benchmark=benchmark and cfg.device.type == "cuda")
-    began = synchronize(cfg)
+    began = synchronized_now(cfg.device)
     trainer.fit(model, datamodule=stand_in(cfg, data, steps))
-    seconds = synchronize(cfg) - began
+    seconds = synchronized_now(cfg.device) - began
     return {"steps": trainer.global_step, "batch": cfg.batch_size, "encoder": cfg.encoder,
             "image_size": cfg.image_size, "augment": augment, "seconds": round(seconds, 2),
             "ms_per_step": round(1000 * seconds / steps, 1)}
@@ -148,7 +144,7 @@ def plain_loop(cfg, data, steps: int) -> dict:
     optimizer, scheduler = configured["optimizer"], configured["lr_scheduler"]["scheduler"]
     loader = stand_in(cfg, data, steps).train_dataloader()
     autocast = torch.autocast(cfg.device.type, torch.bfloat16, enabled=cfg.device.type == "cuda")
-    began = synchronize(cfg)
+    began = synchronized_now(cfg.device)
     for batch in loader:
         image, label = augment(batch["image"], batch["label"])
         with autocast:
@@ -157,7 +153,7 @@ def plain_loop(cfg, data, steps: int) -> dict:
         loss.backward()
         optimizer.step()
         scheduler.step()
-    seconds = synchronize(cfg) - began
+    seconds = synchronized_now(cfg.device) - began
     return {"steps": steps, "batch": cfg.batch_size, "encoder": cfg.encoder,
             "seconds": round(seconds, 2), "ms_per_step": round(1000 * seconds / steps, 1)}
 

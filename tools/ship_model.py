@@ -26,20 +26,18 @@ import dataclasses
 import datetime
 import hashlib
 import json
-import time
 from pathlib import Path
 
 import torch
 
 from nailseg_common.cache import load_cache
+from nailseg_common.clock import synchronized_now
 from nailseg_common.course import start
 from nailseg_common.environment import device_description, library_versions
 from nailseg_common.finetune import (
-    PhotosOnDevice,
     checkpoint_hparams,
     fine_tune,
     load_weights,
-    photos_on_device,
     predict_logits,
     save_weights,
     score_photos,
@@ -50,6 +48,7 @@ from nailseg_common.paths import DataLocation
 from nailseg_common.photos import photos_or_standin
 from nailseg_common.preparation import ensure_prepared, read_split
 from nailseg_common.profiles import Profile, select_profile
+from tools.profile_fine_tune import stand_in
 
 
 def mean_scores(model: LitNailSegmentation, data: DataLocation, image_size: int, device) -> dict:
@@ -67,17 +66,10 @@ def timed_fine_tune(start_name: str, checkpoint: Path | None, standin: DataLocat
     (fit only) and the scores of its validation photos, held out."""
     model = start_model(start_name, cfg.encoder, cfg.finetune_lr, cfg.finetune_steps, checkpoint,
                         seed)
-    frame, photos = photos_on_device(standin, cfg)
-    trained = len(read_split(standin, "train"))
-    batches = PhotosOnDevice(photos, range(trained), range(trained, len(frame)), cfg.batch_size,
-                             cfg.finetune_steps, seed=seed)
-    if cfg.device.type == "cuda":
-        torch.cuda.synchronize()
-    began = time.perf_counter()
+    batches = stand_in(cfg, standin, cfg.finetune_steps, seed=seed)
+    began = synchronized_now(cfg.device)
     trainer = fine_tune(model, batches, cfg, f"ship_{start_name}_{cfg.encoder}", seed=seed)
-    if cfg.device.type == "cuda":
-        torch.cuda.synchronize()
-    seconds = time.perf_counter() - began
+    seconds = synchronized_now(cfg.device) - began
     return {"seed": seed, "seconds": round(seconds, 2), "steps": trainer.global_step,
             **mean_scores(model, standin, cfg.image_size, cfg.device)}
 
