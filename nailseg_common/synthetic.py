@@ -1,21 +1,25 @@
 """Synthetic nail photos in the real dataset's layout, the course's embedded default.
 
-Every image shows fingers (skin tones from light to dark, lit by a directional light,
-with pores, blotchy colour, redder shadows and fingertips, knuckle creases and fine
-lines) whose nails are polished in many colours or left nude. A nail has a proximal
-cuticle and side grooves, a lunula and a whitish free edge when nude, sometimes a
-French tip or a bare gap at the cuticle, and a highlight placed by the light and shaped
-by the nail's curvature. Backgrounds are textured and cluttered with the same colours
-(polish-coloured blobs and glossy beads, skin-coloured fingers seen from the palm side,
-without nail), often out of focus. Fingers cast soft shadows. A phone camera follows:
-white balance, exposure, vignetting, brightness-dependent noise, defocus or motion
-blur, soft chroma, sharpening and JPEG. A model therefore has to learn the shape and
-context of a nail, not one colour threshold.
+Every image shows fingers (skin tones from the fairest to the deepest, lit by a
+directional light, a phone's flash or a ring light, with pores, blotchy colour, redder
+shadows and fingertips, knuckle creases and fine lines, at times a metal ring) whose nails
+are bare, nude or polished. A nail is oval, square, almond, stiletto, coffin or bitten
+short; it has a proximal cuticle and side grooves, a lunula and a whitish free edge when
+nude, sometimes a French tip or a bare gap at the cuticle, and a highlight placed by the
+light and shaped by the nail's curvature. Polish is glossy, matte or metallic, plain or
+with nail art (glitter, dots, stripes, ombre). Backgrounds are textured (gradients,
+blotches, stripes, wood, tiles, print) and cluttered with the same colours (polish-coloured
+blobs and glossy beads, skin-coloured fingers seen from the palm side, without nail), often
+out of focus. Fingers cast soft shadows. A phone camera follows: white balance and colour
+casts, exposure, vignetting, brightness-dependent noise, defocus or motion blur, soft
+chroma, sharpening and JPEG. A model therefore has to learn the shape and context of a
+nail, not one colour threshold.
 
 The mask is the visible nail plate: the cuticle and the skin folds around the nail are
-not part of it, as in real annotations; whatever a finger drawn later covers is removed.
+not part of it, as in real annotations; whatever a finger or a ring drawn later covers is
+removed.
 
-Two styles (``style=``) share the drawing code and differ in what they draw from:
+Three styles (``style=``) share the drawing code and differ in what they draw from:
 
 ``"course"`` (the default, for training), in four sub-folders that differ the way the
 real dataset's types might:
@@ -28,8 +32,15 @@ real dataset's types might:
 ``"photo"``, a stand-in for "your own photos": close-up phone snapshots of one hand
 coming in from an edge of a mostly portrait 3:4 frame, under warm indoor light, on
 plain surfaces (wood, bedding, stone, fabric) far out of focus, with other polish
-(pastels, nudes, French tips). All of it is type 1 (``Images/1/``, ``Masks/1/``), as a
-user's own photos would be. Fine-tuning a course model on it is a domain-shift exercise.
+(pastels, nudes, French tips), plain and glossy. All of it is type 1 (``Images/1/``,
+``Masks/1/``), as a user's own photos would be. Fine-tuning a course model on it is a
+domain-shift exercise.
+
+``"salon"``, held out from training to measure transfer: nail-salon close-ups of one
+hand on a terry towel in focus, under a cool ring light whose reflection is a bright
+ring on each nail, in square and 4:5 frames, with neon polish and marble nail art.
+The terry towel, the ring light, the neon palette and marble are drawn by no other
+style, so no course model has seen them. It is type 1 as well.
 
 Images are ``Images/<type>/<index>.png``, masks ``Masks/<type>/<index>.png`` (0/255).
 Sample ``i`` depends only on ``(seed, i, style)``, so a set is byte-for-byte reproducible.
@@ -53,7 +64,7 @@ from .atomic import folder_lock, staged_folder
 from .environment import usable_cores
 from .progress import progress as progress_bar
 
-GENERATOR_VERSION = 3
+GENERATOR_VERSION = 4
 MANIFEST_NAME = "manifest.json"
 TYPES = (1, 2, 3, 4)
 TYPE_DESCRIPTIONS = {
@@ -66,8 +77,9 @@ MIN_SIDE, MAX_SIDE = 240, 640
 MIN_NAIL_PIXELS = 12
 
 SKIN_TONES = np.array([
-    (255, 224, 196), (241, 194, 167), (233, 185, 150), (224, 172, 140), (198, 134, 103),
-    (176, 116, 84), (150, 96, 66), (120, 75, 52), (92, 58, 40), (68, 44, 32),
+    (255, 232, 222), (255, 224, 196), (241, 194, 167), (233, 185, 150), (214, 176, 128),
+    (224, 172, 140), (198, 134, 103), (176, 116, 84), (150, 96, 66), (120, 75, 52),
+    (92, 58, 40), (68, 44, 32), (48, 32, 25),
 ], dtype=np.float32)
 POLISH_COLOURS = np.array([
     (196, 18, 38), (140, 10, 30), (235, 110, 160), (250, 180, 195), (255, 105, 85),
@@ -87,37 +99,78 @@ PHOTO_SURFACES = np.array([
     (150, 104, 68), (192, 150, 108), (236, 230, 220), (130, 130, 136), (224, 224, 228),
     (72, 92, 130), (180, 170, 150), (96, 70, 52),
 ], dtype=np.float32)
+NEON_POLISH = np.array([
+    (57, 255, 20), (255, 95, 31), (255, 20, 147), (0, 200, 255), (204, 255, 0),
+    (160, 80, 255), (255, 240, 0), (255, 60, 90),
+], dtype=np.float32)
+TOWEL_COLOURS = np.array([
+    (246, 244, 238), (236, 226, 208), (246, 206, 214), (196, 230, 214), (200, 204, 212),
+    (180, 206, 236),
+], dtype=np.float32)
+METALS = np.array([(212, 175, 55), (200, 200, 205), (183, 110, 121)], dtype=np.float32)
+
+PLAIN_SHAPES = (("oval", 0.4), ("square", 0.3), ("almond", 0.2), ("stiletto", 0.1))
 
 
 class _Look(NamedTuple):
-    """What a style draws from: types, frame shapes, palettes, surfaces, light, camera."""
+    """What a style draws from: types, frame shapes, palettes, surfaces, light, camera, nails."""
 
     types: tuple[int, ...]
     aspects: tuple[float, ...]  # width / height
     polish: np.ndarray
     surfaces: np.ndarray  # background colours, with polish and skin mixed in by ``mixing``
     mixing: tuple[float, float, float]  # odds of a surface, polish or skin colour
+    patterns: tuple[str, ...]  # background patterns, see ``_pattern``
     warmth: tuple[float, float]  # white balance: -1 cool daylight .. 1 warm tungsten
+    cast: float  # spread of a colour cast per channel (fluorescent green, LED magenta)
+    lights: tuple[tuple[str, float], ...]  # odds of "directional", "flash", "ring"
+    shadows: tuple[float, float]  # how dark a cast shadow is
     french: float  # odds of a French tip on polished nails
+    designs: tuple[tuple[str, float], ...]  # odds of each nail art, see ``_nail_art``
+    finishes: tuple[tuple[str, float], ...]  # odds of "glossy", "matte", "metallic"
+    shapes: tuple[tuple[str, float], ...]  # odds of each nail shape
+    rings: float  # odds that a finger with a nail wears a ring
     defocus: float  # odds that the background is out of focus
 
 
 LOOKS = {
-    "course": _Look(TYPES, (3 / 4, 4 / 3, 3 / 4, 4 / 3, 9 / 16, 16 / 9, 1.0, 2 / 3, 3 / 2, 2.2),
-                    POLISH_COLOURS, NEUTRAL_COLOURS, (0.5, 0.3, 0.2), (-0.7, 0.7), 0.08, 0.5),
-    "photo": _Look((1,), (3 / 4, 3 / 4, 3 / 4, 9 / 16, 4 / 3), PHOTO_POLISH, PHOTO_SURFACES,
-                   (0.9, 0.05, 0.05), (0.5, 1.2), 0.3, 0.9),
+    "course": _Look(
+        TYPES, (3 / 4, 4 / 3, 3 / 4, 4 / 3, 9 / 16, 16 / 9, 1.0, 2 / 3, 3 / 2, 2.2),
+        POLISH_COLOURS, NEUTRAL_COLOURS, (0.5, 0.3, 0.2),
+        ("gradient", "blotches", "stripes", "wood", "tiles", "print"), (-0.7, 0.7), 0.1,
+        (("directional", 0.8), ("flash", 0.2)), (0.15, 0.7), 0.08,
+        (("plain", 0.55), ("glitter", 0.12), ("dots", 0.08), ("stripes", 0.1), ("ombre", 0.15)),
+        (("glossy", 0.65), ("matte", 0.2), ("metallic", 0.15)),
+        (*PLAIN_SHAPES[:2], ("almond", 0.15), ("stiletto", 0.05), ("coffin", 0.15),
+         ("short", 0.15)),
+        0.15, 0.5),
+    "photo": _Look(
+        (1,), (3 / 4, 3 / 4, 3 / 4, 9 / 16, 4 / 3), PHOTO_POLISH, PHOTO_SURFACES, (0.9, 0.05, 0.05),
+        ("gradient", "blotches", "stripes", "wood"), (0.5, 1.2), 0.04, (("directional", 1.0),),
+        (0.15, 0.5), 0.3, (("plain", 1.0),), (("glossy", 1.0),), PLAIN_SHAPES, 0.0, 0.9),
+    "salon": _Look(
+        (1,), (1.0, 4 / 5, 1.0, 9 / 16), NEON_POLISH, TOWEL_COLOURS, (1.0, 0.0, 0.0), ("terry",),
+        (-0.9, -0.3), 0.04, (("ring", 1.0),), (0.1, 0.25), 0.0,
+        (("plain", 0.35), ("marble", 0.65)), (("glossy", 1.0),),
+        (("oval", 0.3), ("square", 0.2), ("almond", 0.25), ("coffin", 0.25)), 0.1, 0.15),
 }
 STYLES = tuple(LOOKS)
 
 
 class _Light(NamedTuple):
-    """The scene's light and skin: direction (radians), height, shadows, skin texture field."""
+    """The scene's light and skin: kind, direction (radians), height, shadows, skin texture."""
 
+    kind: str  # "directional", "flash" (from the camera, hard) or "ring" (a ring light)
     direction: float
     elevation: float  # 0 grazing .. pi/2 from the camera's side
     darkness: float
     texture: np.ndarray  # HxW, about zero-mean: pores and blotches shared by all skin
+
+
+def _choose(rng: np.random.Generator, odds: tuple[tuple[str, float], ...]) -> str:
+    """One name of ``odds`` (``(name, weight)`` pairs), drawn in proportion to its weight."""
+    weights = np.array([weight for _, weight in odds])
+    return odds[rng.choice(len(odds), p=weights / weights.sum())][0]
 
 
 def _pick(rng: np.random.Generator, palette: np.ndarray, jitter: float = 12.0) -> np.ndarray:
@@ -157,26 +210,44 @@ def _rotated_polygon(cx: float, cy: float, rx: float, ry: float, angle: float,
     return [(cx + x * c - y * s, cy + x * s + y * c) for x, y in corners]
 
 
-def _pattern(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
-    """A background pattern in [0, 1]: gradient, blotches, stripes or wood grain."""
+def _pattern(rng: np.random.Generator, h: int, w: int, kind: str) -> np.ndarray:
+    """A background pattern in [0, 1]: ``"gradient"``, ``"blotches"``, ``"stripes"``,
+    ``"wood"`` grain, ``"tiles"`` with grout, ``"print"`` (lines of text on paper) or
+    ``"terry"`` (a towel's loops with soft folds)."""
     side = max(h, w)
     ys = (np.arange(h, dtype=np.float32) / side)[:, None]
     xs = (np.arange(w, dtype=np.float32) / side)[None, :]
     angle = rng.uniform(0, 2 * math.pi)
     along = xs * math.cos(angle) + ys * math.sin(angle)
-    kind = rng.integers(4)
-    if kind == 0:
+    across = ys * math.cos(angle) - xs * math.sin(angle)
+    if kind == "gradient":
         t = (along - along.min()) / max(float(along.max() - along.min()), 1e-6)
-    elif kind == 1:
+    elif kind == "blotches":
         t = _smooth_noise(rng, h, w, int(rng.integers(3, 10)))
-    elif kind == 2:
+    elif kind == "stripes":
         period = rng.uniform(0.015, 0.12)
         t = 0.5 + 0.5 * np.sin(along * (2 * math.pi / period) + 0.8 * _smooth_noise(rng, h, w, 4))
-    else:  # wood: fine stripes bent by a smooth field, across the grain
-        across = ys * math.cos(angle) - xs * math.sin(angle)
+    elif kind == "wood":  # fine stripes bent by a smooth field, across the grain
         warp = 6.0 * _smooth_noise(rng, h, w, int(rng.integers(2, 5)))
         t = 0.5 + 0.5 * np.sin(across * rng.uniform(60, 160) + warp) ** 3
-    return np.clip(t, 0, 1)
+    elif kind == "tiles":  # a grid of tiles (or checks) in two shades, with grout lines
+        cell = rng.uniform(0.06, 0.25)
+        u, v = along / cell, across / cell
+        checks = ((np.floor(u) + np.floor(v)) % 2) * rng.uniform(0.0, 1.0)
+        grout = np.minimum(np.abs(u - np.round(u)), np.abs(v - np.round(v))) < 0.04
+        t = np.where(grout, 1.0, checks)
+    elif kind == "print":  # dark dashes of words in lines across light paper
+        line = rng.uniform(0.02, 0.05)
+        ink = np.abs((across / line) % 1.0 - 0.5) < 0.18
+        words = _smooth_noise(rng, h, w, int(rng.uniform(1.0, 2.5) / line)) > 0.45
+        t = 1.0 - 0.9 * (ink & words)
+    elif kind == "terry":
+        loops = _smooth_noise(rng, h, w, side // int(rng.integers(3, 6)))
+        folds = _smooth_noise(rng, h, w, int(rng.integers(2, 5)))
+        t = 0.35 * np.tanh((loops - 0.5) * 8.0) + 0.65 * folds + 0.2
+    else:
+        raise ValueError(f"unknown background pattern {kind!r}")
+    return np.clip(t, 0, 1).astype(np.float32)
 
 
 def _background(rng: np.random.Generator, h: int, w: int, clutter: int, look: _Look) -> np.ndarray:
@@ -185,7 +256,7 @@ def _background(rng: np.random.Generator, h: int, w: int, clutter: int, look: _L
     if rng.random() < 0.5:  # one material in two shades
         c2 = c1 * np.float32(rng.uniform(0.6, 0.9))
     side = max(h, w)
-    t = _pattern(rng, h, w)[:, :, None]
+    t = _pattern(rng, h, w, look.patterns[rng.integers(len(look.patterns))])[:, :, None]
     grain = _smooth_noise(rng, h, w, int(rng.integers(24, 80))) - np.float32(0.5)
     grain *= np.float32(rng.uniform(0.05, 0.35))
     grain += np.float32(1.0)
@@ -257,38 +328,92 @@ def _light_across(light: _Light, angle: float) -> tuple[float, float]:
     return across, math.sin(light.elevation)
 
 
+NAIL_SHAPES = {  # superellipse power at the tip, taper towards the tip, length (x radius)
+    "oval": (2.0, 0.0, None), "square": (4.5, 0.0, None), "almond": (2.2, 0.55, "long"),
+    "stiletto": (2.0, 0.8, "long"), "coffin": (4.5, 0.45, "long"), "short": (2.6, 0.0, "short"),
+}
+
+
 def _nail_style(rng: np.random.Generator, skin: np.ndarray, look: _Look) -> dict:
-    """Shape, colour and finish shared by the nails of one hand."""
+    """Shape, colour, finish and nail art shared by the nails of one hand."""
     nude = rng.random() < 0.3
     if nude:
         colour = np.clip(skin * rng.uniform((1.0, 0.86, 0.86), (1.12, 0.98, 1.0)) + (14, 4, 8),
                          0, 255)
     else:
         colour = _pick(rng, look.polish, 14.0)
-    shape = rng.choice(["oval", "square", "almond", "stiletto"], p=(0.4, 0.3, 0.2, 0.1))
-    long_nail = shape in ("almond", "stiletto") or rng.random() < 0.3
+    shape = _choose(rng, look.shapes)
+    power, taper, length = NAIL_SHAPES[shape]
+    if length is None:
+        length = "long" if rng.random() < 0.3 else "medium"
+    finish = "glossy" if nude else _choose(rng, look.finishes)
     return {
         "nude": nude,
         "colour": colour.astype(np.float32),
+        "second": _pick(rng, look.polish if rng.random() < 0.6 else NEUTRAL_COLOURS[:4], 14.0),
         "skin": skin,
-        "power": {"oval": 2.0, "square": 4.5, "almond": 2.2, "stiletto": 2.0}[shape],
-        "taper": {"oval": 0.0, "square": 0.0, "almond": 0.55, "stiletto": 0.8}[shape],
-        "length": rng.uniform(1.9, 2.7) if long_nail else rng.uniform(1.3, 1.8),
+        "power": power,
+        "taper": taper,
+        "length": {"long": rng.uniform(1.9, 2.7), "medium": rng.uniform(1.3, 1.8),
+                   "short": rng.uniform(0.95, 1.25)}[length],
+        "overhang": {"long": (0.95, 1.4), "medium": (0.35, 0.8), "short": (0.05, 0.3)}[length],
         "width": rng.uniform(0.68, 0.85),
         "cuticle": rng.uniform(0.05, 0.14),  # share of the plate's length under the fold
         "dryness": rng.uniform(0.05, 0.3),  # how white the cuticle is
         "gap": rng.uniform(0.04, 0.1) if not nude and rng.random() < 0.25 else 0.0,
         "french": not nude and rng.random() < look.french,
-        "gloss": rng.uniform(0.1, 0.4) if nude else rng.uniform(0.35, 0.95),
-        "window": rng.random() < 0.3,  # a sharp-edged reflection of a window or lamp
+        "design": "plain" if nude else _choose(rng, look.designs),
+        "finish": finish,
+        "gloss": {"glossy": rng.uniform(0.1, 0.4) if nude else rng.uniform(0.35, 0.95),
+                  "matte": rng.uniform(0.02, 0.08), "metallic": rng.uniform(0.8, 1.0)}[finish],
+        "window": finish == "glossy" and rng.random() < 0.3,  # a sharp reflection of a window
+        "rings": look.rings,
     }
 
 
-def _plate_colour(style: dict, t, q, du, centre_u: float, radius: float) -> np.ndarray:
-    """Nail colour before gloss: curvature shading, lunula, free edge, polish details."""
+def _nail_art(rng, style: dict, colour, t, x, y) -> None:
+    """Paint ``style["design"]`` over ``colour`` in place; ``t`` runs from the cuticle (-1)
+    to the tip (1), ``x`` and ``y`` along and across the nail in finger radii."""
+    design, second = style["design"], style["second"]
+    if design == "plain":
+        return
+    if design == "glitter":  # flakes of the second colour and white sparkles
+        flakes = rng.random(t.shape, dtype=np.float32)
+        share = np.float32(rng.uniform(0.1, 0.45))
+        colour += (second - colour) * (flakes < share)[:, :, None]
+        colour += (np.float32(255) - colour) * (0.8 * (flakes > 1 - share / 4))[:, :, None]
+        return
+    angle = rng.uniform(0, math.pi)
+    a = x * np.float32(math.cos(angle)) + y * np.float32(math.sin(angle))
+    if design == "dots":
+        spacing = np.float32(rng.uniform(0.3, 0.55))
+        gx, gy = x / spacing, y / spacing
+        distance = np.hypot(gx - np.round(gx), gy - np.round(gy))
+        paint = np.clip((rng.uniform(0.18, 0.32) - distance) / 0.06, 0, 1)
+    elif design == "stripes":
+        period = np.float32(rng.uniform(0.25, 0.6))
+        paint = np.clip((np.sin(a * (2 * math.pi) / period) - rng.uniform(0.2, 0.7)) * 4, 0, 1)
+    elif design == "ombre":
+        paint = np.clip((t + 0.7) / 1.5, 0, 1)
+    elif design == "marble":  # veins of the second colour in a milky base, bent by a smooth field
+        colour += (np.float32(245) - colour) * np.float32(rng.uniform(0.3, 0.7))
+        warp = _smooth_noise(rng, *t.shape, int(rng.integers(2, 5)))
+        phase = a * np.float32(rng.uniform(2.0, 4.0)) + warp * np.float32(rng.uniform(4.0, 8.0))
+        paint = np.exp(-(np.sin(phase) / np.float32(rng.uniform(0.12, 0.3))) ** 2)
+    else:
+        raise ValueError(f"unknown nail art {design!r}")
+    colour += (second - colour) * paint[:, :, None]
+
+
+def _plate_colour(rng, style: dict, t, nv, du, dv, centre_u: float, radius: float) -> np.ndarray:
+    """Nail colour before gloss: curvature shading, lunula, free edge, nail art, details."""
+    q = np.abs(nv)
     curve = np.sqrt(np.clip(1.0 - q * q, 0, 1))
-    shade = 0.72 + 0.28 * curve
-    colour = style["colour"] * shade[:, :, None]
+    shade = {"glossy": 0.72 + 0.28 * curve, "matte": 0.8 + 0.2 * curve,
+             "metallic": 0.4 + 0.8 * curve ** 3}[style["finish"]]
+    colour = style["colour"] * np.ones_like(shade)[:, :, None]
+    _nail_art(rng, style, colour, t, du / np.float32(radius), dv / np.float32(radius))
+    colour *= shade[:, :, None]
     free_edge = np.clip((du + centre_u - 0.85 * radius) / (0.15 * radius), 0, 1)
     if style["nude"]:
         lunula = np.clip((-t - 0.45) / 0.25, 0, 1) * np.clip((0.8 - q) / 0.2, 0, 1)
@@ -312,7 +437,7 @@ def _draw_nail(canvas, mask, rng, tip, angle, radius, style, light: _Light) -> N
     h, w = canvas.shape[:2]
     half_len = style["length"] * radius * rng.uniform(0.45, 0.55)
     half_wid = style["width"] * radius * rng.uniform(0.95, 1.05)
-    far_end = radius * (rng.uniform(0.95, 1.4) if style["length"] > 1.85 else rng.uniform(0.35, 0.8))
+    far_end = radius * rng.uniform(*style["overhang"])
     centre_u = far_end - half_len
     cx = tip[0] + centre_u * math.cos(angle)
     cy = tip[1] + centre_u * math.sin(angle)
@@ -340,26 +465,36 @@ def _draw_nail(canvas, mask, rng, tip, angle, radius, style, light: _Light) -> N
     dry *= outline * (1.0 - plate) * (t < 0) * np.float32(style["dryness"])
     region = canvas[y0:y1, x0:x1]
     region += (np.float32(255) - region) * dry[:, :, None]
-    colour = _plate_colour(style, t, q, du, centre_u, radius)
+    colour = _plate_colour(rng, style, t, dv / across, du, dv, centre_u, radius)
     colour += _gloss(rng, style, light, angle, dv / across, t)[:, :, None] * (np.float32(255) - colour)
     _composite(canvas, box, colour, plate)
     mask[y0:y1, x0:x1][fv <= 1.0] = 1
 
 
 def _gloss(rng, style: dict, light: _Light, angle: float, nv, t) -> np.ndarray:
-    """Specular highlight where the curved plate's normal meets the light's half-vector."""
+    """Specular highlight where the curved plate's normal meets the light's half-vector: a
+    streak (or a window's sharp reflection), a hard spot under a flash, a ring under a ring
+    light; matte polish keeps only a faint sheen."""
     across, _ = _light_across(light, angle)
     along = math.cos(light.direction - angle) * math.cos(light.elevation)
     hv = 0.55 * across + rng.uniform(-0.15, 0.15)
     hu = 0.5 * along
     bend = hv * (1.0 - 0.35 * t * t)  # the streak follows the plate's curvature
     strength = style["gloss"] * rng.uniform(0.7, 1.2)
-    if style["window"]:
+    if light.kind == "ring":
+        size = rng.uniform(0.3, 0.55)
+        ring = np.sqrt((nv - bend) ** 2 + ((t - hu) / 1.6) ** 2)
+        core = np.clip((rng.uniform(0.06, 0.1) - np.abs(ring - size)) / 0.03, 0, 1)
+    elif light.kind == "flash":
+        core = np.exp(-((nv - bend) / rng.uniform(0.08, 0.15)) ** 2 - ((t - hu) / 0.3) ** 2)
+        strength *= 1.3
+    elif style["window"]:
         width = rng.uniform(0.12, 0.22)
         core = np.clip((width - np.abs(nv - bend)) / 0.04, 0, 1)
         core *= np.clip((0.55 - np.abs(t - hu)) / 0.08, 0, 1)
     else:
-        core = np.exp(-((nv - bend) / rng.uniform(0.1, 0.22)) ** 2 - ((t - hu) / 0.55) ** 4)
+        spread = 0.45 if style["finish"] == "matte" else rng.uniform(0.1, 0.22)
+        core = np.exp(-((nv - bend) / spread) ** 2 - ((t - hu) / 0.55) ** 4)
     glow = 0.25 * np.exp(-((nv - bend) / 0.45) ** 2 - ((t - hu) / 0.8) ** 2)
     return np.clip(strength * (core + glow), 0, 1)
 
@@ -470,7 +605,29 @@ def _draw_finger(canvas, mask, rng, tip, angle, radius, length, skin, light: _Li
         if mask is not None:
             mask[y0:y1, x0:x1][alpha >= 0.5] = 0
     if mask is not None and nail is not None:
+        if length > 3.4 * radius and rng.random() < nail["rings"]:
+            _draw_ring(canvas, mask, rng, tip, angle, radius, light)
         _draw_nail(canvas, mask, rng, tip, angle, radius, nail, light)
+
+
+def _draw_ring(canvas, mask, rng, tip, angle, radius, light: _Light) -> None:
+    """A metal band around the finger between its knuckle creases; it hides what it covers."""
+    h, w = canvas.shape[:2]
+    back, half, reach = radius * rng.uniform(2.3, 3.1), radius * rng.uniform(0.1, 0.25), radius * 1.12
+    cx, cy = tip[0] - back * math.cos(angle), tip[1] - back * math.sin(angle)
+    box = _box(cx, cy, reach * 1.2 + 2, reach * 1.2 + 2, h, w)
+    if box[0] >= box[1] or box[2] >= box[3]:
+        return
+    u, v = _local(box, cx, cy, angle)
+    alpha = np.clip(0.5 - (np.abs(u) - np.float32(half)), 0, 1)
+    alpha *= np.clip(0.5 - (np.abs(v) - np.float32(reach)), 0, 1)
+    nv = np.clip(v / np.float32(reach), -1, 1)
+    across, _ = _light_across(light, angle)
+    shine = 0.35 + 0.65 * np.sqrt(1.0 - nv * nv) + 0.8 * np.exp(-((nv - 0.6 * across) / 0.15) ** 2)
+    colour = np.clip(_pick(rng, METALS, 10.0) * shine[:, :, None], 0, 255)
+    _composite(canvas, box, colour, alpha)
+    y0, y1, x0, x1 = box
+    mask[y0:y1, x0:x1][alpha >= 0.5] = 0
 
 
 def _draw_hand(canvas, mask, rng, middle_tip, angle, radius, skin, light, style) -> None:
@@ -525,8 +682,10 @@ def _image_size(rng: np.random.Generator, kind: int, look: _Look) -> tuple[int, 
     return (short, longest) if aspect >= 1 else (longest, short)
 
 
-def _camera(rng: np.random.Generator, canvas: np.ndarray, kind: int, look: _Look) -> np.ndarray:
-    """Light falloff, white balance, exposure, tone curve and brightness-dependent noise."""
+def _camera(rng: np.random.Generator, canvas: np.ndarray, kind: int, look: _Look,
+            flash: bool) -> np.ndarray:
+    """Light falloff (steep under a ``flash``), white balance and colour cast, exposure, tone
+    curve and brightness-dependent noise."""
     h, w = canvas.shape[:2]
     side = max(h, w)
     angle = rng.uniform(0, 2 * math.pi)
@@ -534,10 +693,10 @@ def _camera(rng: np.random.Generator, canvas: np.ndarray, kind: int, look: _Look
     xs = (np.arange(w, dtype=np.float32)[None, :] - w / 2) / side
     light = 1.0 + np.float32(rng.uniform(0.0, 0.6)) * (xs * np.float32(math.cos(angle))
                                                          + ys * np.float32(math.sin(angle)))
-    light -= np.float32(rng.uniform(0.0, 0.9)) * (xs * xs + ys * ys)  # vignetting
+    light -= np.float32(rng.uniform(0.9, 1.8) if flash else rng.uniform(0.0, 0.9)) * (xs * xs + ys * ys)
     warmth = rng.uniform(*look.warmth)
     balance = np.float32([1 + 0.14 * warmth, 1.0, 1 - 0.2 * warmth])
-    balance *= rng.uniform(0.96, 1.04, 3).astype(np.float32)  # tint
+    balance *= rng.uniform(1 - look.cast, 1 + look.cast, 3).astype(np.float32)
     balance *= np.float32(rng.uniform(0.7, 1.2))  # exposure
     canvas *= light[:, :, None]
     canvas *= balance
@@ -580,7 +739,7 @@ def _lens_and_jpeg(rng: np.random.Generator, pixels: np.ndarray, kind: int) -> n
         image = image.filter(ImageFilter.UnsharpMask(rng.uniform(1.0, 2.5), int(rng.integers(40, 120)), 2))
     if rng.random() < 0.85:
         buffer = io.BytesIO()
-        image.save(buffer, format="JPEG", quality=int(rng.integers(60, 96)))
+        image.save(buffer, format="JPEG", quality=int(rng.integers(40, 96)))
         image = Image.open(buffer).convert("RGB")
     return np.asarray(image)
 
@@ -610,7 +769,7 @@ def _course_scene(rng, canvas, mask, kind: int, skin, light, style) -> None:
                          shortest * rng.uniform(0.07, 0.11), big, skin, light, style)
 
 
-def _photo_scene(rng, canvas, mask, skin, light, style) -> None:
+def _close_up_scene(rng, canvas, mask, skin, light, style) -> None:
     """One big hand coming in from an edge (mostly the bottom), or one or two fingers."""
     h, w = canvas.shape[:2]
     shortest, big = min(h, w), float(math.hypot(h, w))
@@ -626,31 +785,35 @@ def _photo_scene(rng, canvas, mask, skin, light, style) -> None:
                          shortest * rng.uniform(0.14, 0.22), big, skin, light, style)
 
 
-def _attempt(rng: np.random.Generator, kind: int, look: _Look, photo: bool):
+def _attempt(rng: np.random.Generator, kind: int, look: _Look, close_up: bool):
     h, w = _image_size(rng, kind, look)
     shortest, big = min(h, w), float(math.hypot(h, w))
-    clutter = (int(rng.integers(0, 3)) if photo else
+    clutter = (int(rng.integers(0, 3)) if close_up else
                int(rng.integers(*{1: (0, 4), 2: (1, 8), 3: (3, 12), 4: (8, 20)}[kind])))
     canvas = _background(rng, h, w, clutter, look)
     mask = np.zeros((h, w), np.uint8)
-    light = _Light(rng.uniform(0, 2 * math.pi), rng.uniform(0.5, 1.3), rng.uniform(0.15, 0.5),
-                   _skin_texture(rng, h, w))
-    distractors = int(rng.integers(2, 5)) if kind == 4 and not photo else int(rng.random() < 0.25)
+    source = _choose(rng, look.lights)
+    light = _Light(source, rng.uniform(0, 2 * math.pi),
+                   rng.uniform(0.5, 1.3) if source == "directional" else rng.uniform(1.3, 1.55),
+                   rng.uniform(*look.shadows), _skin_texture(rng, h, w))
+    busy = kind == 4 and not close_up
+    distractors = int(rng.integers(2, 5)) if busy else int(rng.random() < 0.25)
     for _ in range(distractors):  # fingers seen from the palm side: skin, no nail
         r = shortest * rng.uniform(0.04, 0.12)
         tip = (rng.uniform(0, w), rng.uniform(0, h))
         _draw_finger(canvas, None, rng, tip, rng.uniform(0, 2 * math.pi), r, big,
                      _pick_skin(rng), light, None)
-    beads = int(rng.integers(1, 4)) if kind == 4 and not photo else int(rng.random() < 0.2)
+    beads = int(rng.integers(1, 4)) if busy else int(rng.random() < 0.2)
     for _ in range(beads):
         _draw_bead(canvas, rng, shortest * rng.uniform(0.02, 0.08), look, light)
     skin = _pick_skin(rng)
     style = _nail_style(rng, skin, look)
-    if photo:
-        _photo_scene(rng, canvas, mask, skin, light, style)
+    if close_up:
+        _close_up_scene(rng, canvas, mask, skin, light, style)
     else:
         _course_scene(rng, canvas, mask, kind, skin, light, style)
-    return _lens_and_jpeg(rng, _camera(rng, canvas, kind, look), kind), mask
+    pixels = _camera(rng, canvas, kind, look, flash=source == "flash")
+    return _lens_and_jpeg(rng, pixels, kind), mask
 
 
 def synthetic_sample(seed: int, index: int,
@@ -660,7 +823,7 @@ def synthetic_sample(seed: int, index: int,
     kind = look.types[index % len(look.types)]
     rng = np.random.default_rng([seed, index] if style == "course" else [seed, index, STYLES.index(style)])
     while True:  # redraw the rare scene whose nails all fell outside the picture
-        image, mask = _attempt(rng, kind, look, photo=style == "photo")
+        image, mask = _attempt(rng, kind, look, close_up=style != "course")
         if int(mask.sum()) >= MIN_NAIL_PIXELS:
             return kind, image, mask
 
@@ -723,7 +886,8 @@ def generate_synthetic_dataset(root: str | Path, num_images: int, seed: int = 0,
     """Write ``num_images`` synthetic photos and masks of ``style`` under ``root``, replacing it.
 
     ``style="course"`` (default) is the four-type training set; ``style="photo"`` a
-    stand-in for one's own phone photos (type 1 only), see the module's docstring.
+    stand-in for one's own phone photos and ``style="salon"`` a style held out from
+    training (both type 1 only), see the module's docstring.
     The set is built in a temporary sibling folder and renamed into place, with a
     ``manifest.json`` (generator, version, style, seed, count) that marks it complete.
     """

@@ -105,12 +105,14 @@ for kind, description in synthetic.TYPE_DESCRIPTIONS.items():
 
 # %% [markdown]
 # Each picture is drawn with NumPy and Pillow to look like a phone photo: a textured,
-# often out-of-focus background (wood, fabric, blotches, stripes) with clutter in it, then
-# fingers in skin tones from light to dark, lit by a directional light, with pores,
-# blotchy colour, redder shadows, knuckle creases and soft shadows on the table. Nails are
-# oval, square, almond or stiletto shaped, polished in one of many colours (sometimes a
-# French tip) or left nude with a lunula and a whitish free edge, under a cuticle fold,
-# with a highlight placed by the light. A camera comes last: white balance, exposure,
+# often out-of-focus background (wood, fabric, tiles, print, blotches, stripes) with
+# clutter in it, then fingers in skin tones from the fairest to the deepest, lit by a
+# directional light or a phone's flash, with pores, blotchy colour, redder shadows, knuckle
+# creases, soft shadows on the table and at times a metal ring. Nails are oval, square,
+# almond, stiletto, coffin or bitten short, glossy, matte or metallic, polished in one of
+# many colours, plain or with nail art (glitter, dots, stripes, ombre, a French tip), or
+# left nude with a lunula and a whitish free edge, under a cuticle fold, with a highlight
+# placed by the light. A camera comes last: white balance and colour casts, exposure,
 # vignetting, brightness-dependent noise, defocus or motion blur, sharpening and JPEG. The
 # mask is the visible nail plate only, without the cuticle, as real annotations draw it.
 #

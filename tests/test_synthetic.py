@@ -8,9 +8,11 @@ from PIL import Image
 
 from nailseg_common import synthetic
 from nailseg_common.synthetic import (
+    LOOKS,
     MANIFEST_NAME,
     MAX_SIDE,
     MIN_SIDE,
+    SKIN_TONES,
     TYPES,
     ensure_synthetic_dataset,
     generate_synthetic_dataset,
@@ -69,7 +71,7 @@ def test_sizes_and_aspect_ratios_vary():
 
 def test_types_differ_in_scale():
     def nail_fraction(kind):
-        return np.mean([synthetic_sample(1, i)[2].mean() for i in range(kind - 1, 40, 4)])
+        return np.mean([synthetic_sample(1, i)[2].mean() for i in range(kind - 1, 80, 4)])
     assert nail_fraction(1) > 3 * nail_fraction(3)
 
 
@@ -196,3 +198,37 @@ def test_unknown_style_is_refused(tmp_path):
         generate_synthetic_dataset(tmp_path / "set", 2, style="anime")
     with pytest.raises(ValueError, match="style"):
         synthetic_sample(0, 0, style="anime")
+
+
+def test_salon_style_is_reproducible_type_one_with_binary_masks():
+    for index in range(3):
+        kind, image, mask = synthetic_sample(2, index, style="salon")
+        again = synthetic_sample(2, index, style="salon")
+        assert kind == again[0] == 1
+        assert np.array_equal(image, again[1]) and np.array_equal(mask, again[2])
+        assert image.shape[:2] == mask.shape and set(np.unique(mask)) == {0, 1}
+
+
+def test_the_held_out_style_draws_what_no_training_style_draws():
+    """Transfer is measured on the salon style: its background, light, nail art and polish
+    palette must stay out of every style a course model may train on."""
+    salon = LOOKS["salon"]
+    for name, look in LOOKS.items():
+        if name == "salon":
+            continue
+        assert not set(salon.patterns) & set(look.patterns)
+        assert not dict(salon.lights).keys() & dict(look.lights).keys()
+        assert "marble" not in dict(look.designs)
+        distance = np.linalg.norm(salon.polish[:, None] - look.polish[None], axis=2)
+        assert distance.min() > 40
+    assert dict(salon.designs)["marble"] > 0.5
+
+
+def test_the_course_style_draws_the_variety_of_real_photos():
+    course = LOOKS["course"]
+    assert {"glitter", "dots", "stripes", "ombre"} <= dict(course.designs).keys()
+    assert {"glossy", "matte", "metallic"} <= dict(course.finishes).keys()
+    assert {"coffin", "short", "stiletto"} <= dict(course.shapes).keys()
+    assert "flash" in dict(course.lights) and course.rings > 0 and course.cast >= 0.1
+    brightness = SKIN_TONES.mean(axis=1)
+    assert brightness.min() < 40 and brightness.max() > 235

@@ -8,7 +8,7 @@ import torch
 
 from nailseg_common.finetune import SHIPPED_MODEL, load_weights
 from nailseg_common.models import LitNailSegmentation
-from tools import fine_tune_batchnorm, profile_fine_tune, ship_model
+from tools import fine_tune_batchnorm, profile_fine_tune, ship_model, transfer_held_out_style
 
 
 @pytest.fixture(autouse=True)
@@ -52,3 +52,24 @@ def test_ship_model_measures_a_candidate_and_writes_it_in_half_precision(tmp_pat
     saved = torch.load(written, map_location="cpu", weights_only=True)["state_dict"]
     assert all(value.dtype == torch.float16 for value in saved.values() if value.is_floating_point())
     load_weights(LitNailSegmentation("mobilenet_v2"), written)  # loads back into float32
+
+
+def test_transfer_held_out_style_scores_each_model_paired_on_the_same_photos(tmp_path):
+    out = tmp_path / "transfer.json"
+    model = f"{SHIPPED_MODEL}"
+    transfer_held_out_style.main(["--profile", "smoke", "--photos", "8", "--folds", "2",
+                                  "--model", f"before={model}", "--model", f"after={model}",
+                                  "--out", str(out)])
+    report = json.loads(out.read_text())
+    assert report["style"] == "salon" and report["photos"] == 8
+    for scores in report["models"].values():
+        assert scores["zero_shot"]["photos"] == scores["fine_tuned"]["photos"] == 8
+    assert report["random_start"]["fine_tuned"]["photos"] == 8
+    same = report["minus_before"]["after"]  # one model against itself: no difference
+    assert same["zero_shot"]["dice"] == same["fine_tuned"]["dice"] == 0.0
+
+
+def test_transfer_held_out_style_refuses_a_missing_model(tmp_path):
+    with pytest.raises(SystemExit, match="NAME=PATH"):
+        transfer_held_out_style.main(["--model", f"before={tmp_path / 'none.pt'}",
+                                      "--out", str(tmp_path / "out.json")])

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import time
 from pathlib import Path
 
@@ -34,13 +33,9 @@ from nailseg_common.finetune import (
 )
 from nailseg_common.photos import photos_or_standin
 from nailseg_common.profiles import select_profile
+from tools.scores import paired_gain, summary
 
 KEPT, RELEARNED = "kept", "relearned"  # the BatchNorm statistics
-
-
-def summary(dice) -> dict:
-    return {"dice": round(float(dice.mean()), 4), "se": round(float(dice.sem()), 4),
-            "photos": len(dice)}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -71,7 +66,6 @@ def main(argv: list[str] | None = None) -> None:
               for way, keep in ((KEPT, True), (RELEARNED, False))}
     zero_shot = score_photos(predict_logits(make_start("synthetic"), on_device.images),
                              on_device.labels, frame)
-    gain = tables[KEPT]["dice"] - tables[RELEARNED]["dice"]
     report = {
         "what": __doc__.split("\n\n")[2].replace("\n", " "),
         "device": device_description(), "versions": library_versions(),
@@ -80,9 +74,7 @@ def main(argv: list[str] | None = None) -> None:
         "batch": cfg.batch_size, "lr": cfg.finetune_lr, "folds": args.folds,
         "zero_shot": summary(zero_shot["dice"]),
         **{way: summary(table["dice"]) for way, table in tables.items()},
-        "kept_minus_relearned": {"dice": round(float(gain.mean()), 4),
-                                 "se": round(float(gain.std(ddof=1) / math.sqrt(len(gain))), 4),
-                                 "better": int((gain > 0).sum()), "worse": int((gain < 0).sum())},
+        "kept_minus_relearned": paired_gain(tables[KEPT]["dice"], tables[RELEARNED]["dice"]),
         "seconds": round(time.perf_counter() - began, 1),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

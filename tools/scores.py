@@ -1,0 +1,21 @@
+"""How the tools report per-photo hard Dice: a mean with its standard error, a paired gain."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+
+def summary(dice: pd.Series) -> dict:
+    """Mean hard Dice, its standard error and the number of photos."""
+    return {"dice": round(float(dice.mean()), 4), "se": round(float(dice.sem()), 4),
+            "photos": len(dice)}
+
+
+def paired_gain(better: pd.Series, worse: pd.Series) -> dict:
+    """``better - worse`` on the same photos: mean, standard error, photos better and worse."""
+    gain = better - worse
+    return {"dice": round(float(gain.mean()), 4),
+            "se": round(float(gain.std(ddof=1) / math.sqrt(len(gain))), 4),
+            "better": int((gain > 0).sum()), "worse": int((gain < 0).sum())}
