@@ -123,6 +123,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("candidates", nargs="+", type=Path, help="notebook 04 best-*.ckpt files")
     parser.add_argument("--ship", type=int, default=None, help="index of the candidate to ship")
     parser.add_argument("--profile", default="gpu")
+    parser.add_argument("--num-images", type=int, default=None, help="the synthetic set the "
+                        "candidates trained on, whose validation split scores them (default: "
+                        "the profile's)")
     parser.add_argument("--photos", type=int, default=50, help="stand-in photos (a fifth held out)")
     parser.add_argument("--sizes", default="128,192,256,384", help="zero-shot image sides")
     parser.add_argument("--seeds", type=int, default=3, help="fine-tuning runs per start")
@@ -140,7 +143,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    profile = select_profile(args.profile)
+    profile = select_profile(args.profile, num_images=args.num_images)
     synthetic = ensure_prepared(profile)
     photos = photos_or_standin(args.profile, num_images=args.photos)
     cfg, standin = start(args.profile, photos, finetune_steps=args.finetune_steps)
