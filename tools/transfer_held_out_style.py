@@ -10,7 +10,8 @@ draws; see nailseg_common.synthetic). For each ``--model NAME=PATH`` (a weights 
 course ships it, or a Lightning checkpoint of notebook 02 or 04): the zero-shot hard Dice
 on every photo of the held-out set at the profile's fine-tuning size, and the hard Dice
 after notebook 06's cross-validated fine-tuning from it (``--folds`` folds, the profile's
-steps and learning rate; every photo held out once); the random start of the first
+steps and learning rate; every photo held out once), with what the provenance file beside
+a shipped model says of its training; the random start of the first
 model's encoder for reference; and each model against the first on the same photos,
 paired. ``--profile smoke`` checks the code path in seconds.
 """
@@ -50,6 +51,16 @@ def named_models(pairs: list[str]) -> dict[str, Path]:
             raise SystemExit(f"--model {pair!r}: give NAME=PATH of an existing weights file")
         models[name] = Path(path)
     return models
+
+
+def provenance(path: Path) -> dict:
+    """What the provenance file beside a shipped model says of its training (empty without one)."""
+    beside = path.with_suffix(".json")
+    if path.suffix != ".pt" or not beside.is_file():
+        return {}
+    about = json.loads(beside.read_text())
+    return {key: about[key] for key in ("commit", "date", "trained_by", "trained_steps",
+                                        "synthetic_valid") if key in about}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -92,7 +103,7 @@ def main(argv: list[str] | None = None) -> None:
         "photos": len(frame), "image_size": cfg.image_size, "steps": cfg.finetune_steps,
         "batch": cfg.batch_size, "lr": cfg.finetune_lr, "folds": args.folds,
         "keep_statistics": cfg.finetune_keep_statistics,
-        "models": {name: {"path": str(path), "encoder": encoders[name],
+        "models": {name: {"path": str(path), "encoder": encoders[name], **provenance(path),
                           "zero_shot": summary(zero_shot[name]),
                           "fine_tuned": summary(fine_tuned[name])}
                    for name, path in models.items()},
