@@ -61,7 +61,8 @@ def argument_parser() -> argparse.ArgumentParser:
         "that every step uses the same parameters in the same order, so it can plan the "
         "all-reduce once")
     add("--gradient-as-bucket-view", action=argparse.BooleanOptionalAction, default=False,
-        help="let gradients be views into DDP's buckets (no copy into them after the backward)")
+        help="let gradients be views into DDP's buckets (no copy into them after the "
+        "backward); CPU runs only: the fused AdamW of GPU runs refuses such gradients")
     add("--ddp-on-one-device", action="store_true", help="wrap one device in DDP too: with "
         "--devices 1, DDP's own cost per step without a second GPU")
     add("--record-samples", action="store_true", help="record every training sample's file "
@@ -98,6 +99,10 @@ def argument_problem(args: argparse.Namespace, profile: Profile) -> str | None:
         return dali_status()
     if args.devices < 1:
         return f"--devices {args.devices}: give 1 or more."
+    if args.gradient_as_bucket_view and profile.accelerator == "gpu":
+        return ("--gradient-as-bucket-view: a GPU run steps with AdamW's fused kernel, which "
+                "refuses gradients that are views into DDP's buckets (\"must have same dtype, "
+                "device, and layout\", on two H200s, 2026-11-24): leave it off on GPUs.")
     gpus = torch.cuda.device_count()
     if profile.accelerator == "gpu" and args.devices > gpus:
         return (f"--devices {args.devices} but this machine shows {gpus} GPU(s): use "

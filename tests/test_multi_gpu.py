@@ -219,6 +219,12 @@ def test_ddp_options_reach_distributed_data_parallel_only_when_given():
                                  "bucket_cap_mb": 100.0}
 
 
+def test_bucket_view_gradients_are_refused_where_the_optimizer_is_fused(capsys, monkeypatch):
+    monkeypatch.setattr("nailseg_common.profiles.gpu_available", lambda: True)
+    message = refusal(capsys, ["--profile", "gpu", "--gradient-as-bucket-view"])
+    assert "fused kernel" in message and "leave it off" in message
+
+
 def test_a_bucket_of_no_size_is_refused_with_the_default(capsys):
     assert "PyTorch's is 25" in refusal(capsys, ["--profile", "smoke", "--bucket-cap-mb", "0"])
 
