@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import time
 from pathlib import Path
 
@@ -33,7 +32,7 @@ from nailseg_common.finetune import (
 )
 from nailseg_common.photos import photos_or_standin
 from nailseg_common.profiles import select_profile
-from tools.scores import paired_gain, summary
+from tools.reports import paired_gain, summary, write_report
 
 KEPT, RELEARNED = "kept", "relearned"  # the BatchNorm statistics
 
@@ -77,9 +76,7 @@ def main(argv: list[str] | None = None) -> None:
         "kept_minus_relearned": paired_gain(tables[KEPT]["dice"], tables[RELEARNED]["dice"]),
         "seconds": round(time.perf_counter() - began, 1),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1) + "\n")
-    print(json.dumps(report, indent=1))
+    write_report(report, args.out)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from nailseg_common.finetune import (
 from nailseg_common.paths import data_dir
 from nailseg_common.profiles import select_profile
 from nailseg_common.synthetic import ensure_synthetic_dataset
-from tools.scores import paired_gain, summary
+from tools.reports import paired_gain, summary, write_report
 
 HELD_OUT_STYLE = "salon"
 
@@ -113,9 +113,7 @@ def main(argv: list[str] | None = None) -> None:
                            for name in models if name != first},
         "seconds": round(time.perf_counter() - began, 1),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1) + "\n")
-    print(json.dumps(report, indent=1))
+    write_report(report, args.out)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,11 @@
-"""How the tools report per-photo hard Dice: a mean with its standard error, a paired gain."""
+"""How the fine-tuning tools report: per-photo hard Dice as a mean with its standard error, a
+paired gain, and the report as a JSON file."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pandas as pd
 
@@ -19,3 +22,10 @@ def paired_gain(better: pd.Series, worse: pd.Series) -> dict:
     return {"dice": round(float(gain.mean()), 4),
             "se": round(float(gain.std(ddof=1) / math.sqrt(len(gain))), 4),
             "better": int((gain > 0).sum()), "worse": int((gain < 0).sum())}
+
+
+def write_report(report: dict, out: Path) -> None:
+    """``report`` as indented JSON in ``out`` (its folder made if needed), and on the screen."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1) + "\n")
+    print(json.dumps(report, indent=1))
