@@ -32,7 +32,7 @@ def test_the_file_is_small_and_its_provenance_describes_it(provenance):
     for key in ("commit", "device", "versions", "date", "trained_steps", "trained_by"):
         assert provenance[key], key
     assert 0.85 <= provenance["synthetic_valid"]["dice"] <= 1
-    assert provenance["synthetic_valid"]["images"] == 240
+    assert provenance["synthetic_valid"]["images"] >= 240  # the gpu profile's split or more
 
 
 def test_it_loads_offline_on_a_cpu_and_finds_the_nails_of_new_synthetic_photos(
