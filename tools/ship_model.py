@@ -48,6 +48,7 @@ from nailseg_common.paths import DataLocation
 from nailseg_common.photos import photos_or_standin
 from nailseg_common.preparation import ensure_prepared, read_split
 from nailseg_common.profiles import Profile, select_profile
+from nailseg_common.synthetic import GENERATOR_VERSION
 from tools.profile_fine_tune import stand_in
 
 
@@ -167,8 +168,9 @@ def main(argv: list[str] | None = None) -> None:
         long_cfg = dataclasses.replace(random_cfg, finetune_steps=args.timing_steps)
         results["shipped_long_run"] = timed_fine_tune("synthetic", shipped, standin, long_cfg,
                                                       seed=0)
+        trained_on = {"generator_version": GENERATOR_VERSION, "images": profile.num_images}
         results["shipped"] = ship(shipped, args.out, cfg, synthetic,
-                                  {**about, "trained_by": trained_by})
+                                  {**about, "trained_by": trained_by, "synthetic_set": trained_on})
     (args.out / "shipped_model.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
     print(json.dumps(results, indent=1, default=str))
 
