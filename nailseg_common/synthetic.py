@@ -131,6 +131,7 @@ class _Look(NamedTuple):
     shapes: tuple[tuple[str, float], ...]  # odds of each nail shape
     rings: float  # odds that a finger with a nail wears a ring
     defocus: float  # odds that the background is out of focus
+    close_up: bool  # one hand or a finger or two, close up (else the scene of each type)
 
 
 LOOKS = {
@@ -143,16 +144,16 @@ LOOKS = {
         (("glossy", 0.65), ("matte", 0.2), ("metallic", 0.15)),
         (*PLAIN_SHAPES[:2], ("almond", 0.15), ("stiletto", 0.05), ("coffin", 0.15),
          ("short", 0.15)),
-        0.15, 0.5),
+        0.15, 0.5, False),
     "photo": _Look(
         (1,), (3 / 4, 3 / 4, 3 / 4, 9 / 16, 4 / 3), PHOTO_POLISH, PHOTO_SURFACES, (0.9, 0.05, 0.05),
         ("gradient", "blotches", "stripes", "wood"), (0.5, 1.2), 0.04, (("directional", 1.0),),
-        (0.15, 0.5), 0.3, (("plain", 1.0),), (("glossy", 1.0),), PLAIN_SHAPES, 0.0, 0.9),
+        (0.15, 0.5), 0.3, (("plain", 1.0),), (("glossy", 1.0),), PLAIN_SHAPES, 0.0, 0.9, True),
     "salon": _Look(
         (1,), (1.0, 4 / 5, 1.0, 9 / 16), NEON_POLISH, TOWEL_COLOURS, (1.0, 0.0, 0.0), ("terry",),
         (-0.9, -0.3), 0.04, (("ring", 1.0),), (0.1, 0.25), 0.0,
         (("plain", 0.35), ("marble", 0.65)), (("glossy", 1.0),),
-        (("oval", 0.3), ("square", 0.2), ("almond", 0.25), ("coffin", 0.25)), 0.1, 0.15),
+        (("oval", 0.3), ("square", 0.2), ("almond", 0.25), ("coffin", 0.25)), 0.1, 0.15, True),
 }
 STYLES = tuple(LOOKS)
 
@@ -785,8 +786,9 @@ def _close_up_scene(rng, canvas, mask, skin, light, style) -> None:
                          shortest * rng.uniform(0.14, 0.22), big, skin, light, style)
 
 
-def _attempt(rng: np.random.Generator, kind: int, look: _Look, close_up: bool):
+def _attempt(rng: np.random.Generator, kind: int, look: _Look):
     h, w = _image_size(rng, kind, look)
+    close_up = look.close_up
     shortest, big = min(h, w), float(math.hypot(h, w))
     clutter = (int(rng.integers(0, 3)) if close_up else
                int(rng.integers(*{1: (0, 4), 2: (1, 8), 3: (3, 12), 4: (8, 20)}[kind])))
@@ -823,7 +825,7 @@ def synthetic_sample(seed: int, index: int,
     kind = look.types[index % len(look.types)]
     rng = np.random.default_rng([seed, index] if style == "course" else [seed, index, STYLES.index(style)])
     while True:  # redraw the rare scene whose nails all fell outside the picture
-        image, mask = _attempt(rng, kind, look, close_up=style != "course")
+        image, mask = _attempt(rng, kind, look)
         if int(mask.sum()) >= MIN_NAIL_PIXELS:
             return kind, image, mask
 

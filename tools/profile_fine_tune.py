@@ -68,8 +68,8 @@ def stand_in(cfg, data, steps: int, datamodule=PhotosOnDevice, seed: int = 0) ->
                       seed=seed)
 
 
-DATAMODULES = {"indices on the device": DeviceIndexedPhotos,
-               "indices from the host (notebook 06)": PhotosOnDevice}
+NOTEBOOK_BATCHES = "indices from the host (notebook 06)"
+DATAMODULES = {"indices on the device": DeviceIndexedPhotos, NOTEBOOK_BATCHES: PhotosOnDevice}
 
 
 def timed_starts(cfg, data, steps: int, repeats: int, datamodules=DATAMODULES,
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> None:
     photos = photos_or_standin(args.profile, num_images=args.photos)
     cfg, data = start(args.profile, photos, encoder=args.encoders[0])
     if args.starts and args.compile_mode:
-        notebook = {name: module for name, module in DATAMODULES.items() if module is PhotosOnDevice}
+        notebook = {NOTEBOOK_BATCHES: PhotosOnDevice}
         return write(args, {f"{encoder}, compiled ({args.compile_mode})": timed_starts(
             dataclasses.replace(cfg, encoder=encoder), data, args.steps, args.starts, notebook,
             args.compile_mode) for encoder in args.encoders})

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from nailseg_common.atomic import write_json
+
 
 def summary(dice: pd.Series) -> dict:
     """Mean hard Dice, its standard error and the number of photos."""
@@ -25,7 +27,7 @@ def paired_gain(better: pd.Series, worse: pd.Series) -> dict:
 
 
 def write_report(report: dict, out: Path) -> None:
-    """``report`` as indented JSON in ``out`` (its folder made if needed), and on the screen."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1) + "\n")
+    """``report`` as JSON in ``out`` (written whole, its folder made if needed), and on the
+    screen."""
+    write_json(out, report)
     print(json.dumps(report, indent=1))
