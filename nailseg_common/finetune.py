@@ -155,6 +155,26 @@ class PhotosOnDevice(pl.LightningDataModule):
             SequentialSampler(photos), self.batch_size, drop_last=False))
 
 
+class GraphedUNet(pl.Callback):
+    """On a GPU, the U-Net's training forward and backward as two CUDA graphs captured at the
+    first batch (``torch.cuda.make_graphed_callables``); training batches keep its shape."""
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if pl_module.device.type != "cuda" or trainer.global_step > 0:
+            return
+        unet = pl_module.model
+        layout = torch.channels_last if pl_module.uses_channels_last else torch.contiguous_format
+        sample = torch.zeros_like(batch["image"], memory_format=layout)
+        statistics = [buffer.clone() for buffer in unet.buffers()]  # warm-up passes move them
+        # The capture makes the weights' gradient sinks on its own stream, as it must: the
+        # steps' backward waits on that stream, one event, which needs no warning each step.
+        torch.autograd.graph.set_warn_on_accumulate_grad_stream_mismatch(False)
+        with trainer.precision_plugin.forward_context():
+            torch.cuda.make_graphed_callables(unet, (sample,), allow_unused_input=True)
+        for buffer, saved in zip(unet.buffers(), statistics):
+            buffer.copy_(saved)
+
+
 class KeepLearnedStatistics(pl.Callback):
     """Keeps every BatchNorm layer that has counted batches before the fit in eval mode: it
     normalises with, and keeps, the running statistics it came with."""
@@ -170,15 +190,18 @@ class KeepLearnedStatistics(pl.Callback):
 
 
 def fine_tune(model: LitNailSegmentation, datamodule: PhotosOnDevice, profile: Profile,
-              run_name: str, seed: int = 0, validations: int = 4) -> pl.Trainer:
-    """Train ``model`` for ``datamodule.steps`` steps, Kornia augmenting on the device and,
-    if ``profile.finetune_keep_statistics``, its BatchNorm statistics kept; ``validations``
+              run_name: str, seed: int = 0, validations: int = 4,
+              cuda_graphs: bool = True) -> pl.Trainer:
+    """Train ``model`` for ``datamodule.steps`` steps, Kornia augmenting on the device, the
+    U-Net replayed as CUDA graphs (``cuda_graphs``, on a GPU) and, if
+    ``profile.finetune_keep_statistics``, its BatchNorm statistics kept; ``validations``
     evenly spaced validations; the same ``seed``, the same batches and augmentations."""
     pl.seed_everything(seed, verbose=False)
     model.gpu_augmentation = KorniaAugmentation(seed=seed)  # runs after the batch transfer
     steps, keep = datamodule.steps, profile.finetune_keep_statistics
+    callbacks = [KeepLearnedStatistics()] if keep else []  # first: graphs capture eval layers
     trainer = make_trainer(profile, run_name, max_steps=steps, enable_checkpointing=False,
-                           callbacks=[KeepLearnedStatistics()] if keep else [],
+                           callbacks=callbacks + ([GraphedUNet()] if cuda_graphs else []),
                            val_check_interval=max(1, steps // validations),
                            check_val_every_n_epoch=None,  # every N steps of the one epoch
                            benchmark=False)  # short runs: cuDNN's kernel search does not pay

@@ -1,4 +1,5 @@
-"""Which of notebook 06's starts this machine can fine-tune, and why not the others."""
+"""Which of notebook 06's starts this machine can fine-tune, why not the others, and which
+to use, in words."""
 
 from __future__ import annotations
 
@@ -27,3 +28,32 @@ def available_starts(starts: Iterable[str], make_start: Callable[[str], object],
         else:
             available.append(start)
     return available, skipped
+
+
+def advice_in_words(advice: dict, tables: dict, zero_shot: str) -> list[str]:
+    """Notebook 06's ``recommend_start`` ``advice`` over ``tables`` (start -> per-photo scores
+    with ``dice`` and ``iou``) as lines to print: the best start, its paired lead over the
+    runner-up, and a verdict (clear when the lead is more than two standard errors);
+    ``zero_shot`` names the start that is the checkpoint without fine-tuning."""
+    best, photos = advice["best"], advice["photos"]
+    dice, iou = tables[best]["dice"], tables[best]["iou"]
+    best_line = (f"best over these {photos} photos, each held out once: {best} (hard Dice "
+                 f"{dice.mean():.3f} ± {dice.sem():.3f}, IoU {iou.mean():.3f})")
+    if advice["runner_up"] is None:
+        return [best_line, ("-> only one start could be measured here, so there is nothing to "
+                "choose between: run notebook 02 in this profile (synthetic start) or allow "
+                "the ImageNet download.")]
+    runner_up, lead_se = advice["runner_up"], advice["lead_se"]
+    lead = (f"ahead of {runner_up} by {advice['gain']:+.3f} Dice ± {advice['gain_se']:.3f} "
+            f"(standard error over {photos} photos), better on {advice['wins']}, "
+            f"worse on {advice['loses']}")
+    if lead_se > 2:
+        verdict = f"use the {best} start: its lead is {lead_se:.1f} standard errors, more than two"
+    else:
+        verdict = (f"{best} and {runner_up} are within the noise: the lead is {lead_se:.1f} "
+                   "standard errors, not more than two; either will do, and more photos "
+                   "would tell them apart")
+    if best == zero_shot:
+        verdict += ("; fine-tuning did not beat the checkpoint as it is, so use it unchanged "
+                    "or fine-tune longer (finetune_steps)")
+    return [best_line, lead, f"-> {verdict}"]

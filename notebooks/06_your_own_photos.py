@@ -75,7 +75,7 @@ from nailseg_common.plots import (
     plot_training_curves,
 )
 from nailseg_common.profiles import select_profile
-from nailseg_common.starts import available_starts
+from nailseg_common.starts import advice_in_words, available_starts
 
 # %% [markdown]
 # Every knob is a parameter (papermill `-p name value`); `None` keeps the profile's value.
@@ -398,6 +398,42 @@ class PhotosOnDevice(pl.LightningDataModule):
 
 
 # %% [markdown]
+# At a batch of ten photos the GPU finishes a step's kernels faster than the host can launch
+# them: the U-Net's forward and backward are several hundred launches, each a few
+# microseconds of Python, Lightning and CUDA work, and the GPU waits between them. A **CUDA
+# graph** records those launches once and replays them as one. `GraphedUNet` captures the
+# U-Net's training forward and its backward with `torch.cuda.make_graphed_callables` at the
+# first batch, in the precision the steps run in; from then on a step replays the two
+# graphs, and the augmentation, loss and optimizer around them stay ordinary PyTorch.
+# Capturing costs a few warm-up passes, which would move the BatchNorm statistics, so it
+# puts them back. A graph replays fixed shapes at fixed addresses: every training batch
+# has the first one's shape (the sampler drops no photos, it repeats them), and in eval mode
+# (validation, predictions) the U-Net runs its ordinary forward. On a CPU there is nothing
+# to capture and nothing changes.
+
+# %%
+#| export finetune
+class GraphedUNet(pl.Callback):
+    """On a GPU, the U-Net's training forward and backward as two CUDA graphs captured at the
+    first batch (``torch.cuda.make_graphed_callables``); training batches keep its shape."""
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if pl_module.device.type != "cuda" or trainer.global_step > 0:
+            return
+        unet = pl_module.model
+        layout = torch.channels_last if pl_module.uses_channels_last else torch.contiguous_format
+        sample = torch.zeros_like(batch["image"], memory_format=layout)
+        statistics = [buffer.clone() for buffer in unet.buffers()]  # warm-up passes move them
+        # The capture makes the weights' gradient sinks on its own stream, as it must: the
+        # steps' backward waits on that stream, one event, which needs no warning each step.
+        torch.autograd.graph.set_warn_on_accumulate_grad_stream_mismatch(False)
+        with trainer.precision_plugin.forward_context():
+            torch.cuda.make_graphed_callables(unet, (sample,), allow_unused_input=True)
+        for buffer, saved in zip(unet.buffers(), statistics):
+            buffer.copy_(saved)
+
+
+# %% [markdown]
 # One more thing differs from training on the synthetic set: **BatchNorm statistics**. Each
 # BatchNorm layer keeps a running mean and variance of what it has seen, and a trained model
 # normalises with them. In training mode a step normalises with its own batch instead and
@@ -405,13 +441,16 @@ class PhotosOnDevice(pl.LightningDataModule):
 # replace statistics learned on thousands of images. `KeepLearnedStatistics` keeps each
 # layer that arrives with statistics (it has counted batches) in eval mode while the weights
 # train; the random start has none to keep and learns them as usual. Which way is better
-# depends on the budget. With 40 steps at a low learning rate (the `cpu` profile) the weights
-# cannot adapt to new statistics: keeping them scored hard Dice 0.888 ± 0.011 on the
-# stand-in, relearning them 0.838 ± 0.025, below the shipped model as it is
-# (`results/fine_tune_batchnorm_cpu.json`). With 120 steps at 384 px on an H100 relearning
-# them was a little better, 0.934 ± 0.010 against 0.926 ± 0.011
-# (`results/fine_tune_batchnorm_h100.json`). The profile's `finetune_keep_statistics` says
-# which; `tools/fine_tune_batchnorm.py` measures both ways on your photos.
+# depends on the model and the budget. With 40 steps at a low learning rate (the `cpu`
+# profile) the weights have little time to adapt to new statistics: from the model shipped
+# before, keeping them scored hard Dice 0.888 ± 0.011 on the stand-in and relearning them
+# 0.838 ± 0.025 (`results/fine_tune_batchnorm_cpu.json`); from the model shipped now, trained
+# on a wider synthetic set, the two are within the noise, 0.885 ± 0.010 against
+# 0.881 ± 0.012 (`results/fine_tune_batchnorm_cpu_generator4.json`). With 120 steps at
+# 384 px on an H100 relearning them was a little better, 0.934 ± 0.010 against
+# 0.926 ± 0.011 (`results/fine_tune_batchnorm_h100.json`). The profile's
+# `finetune_keep_statistics` says which; `tools/fine_tune_batchnorm.py` measures both ways
+# on your photos.
 
 # %%
 #| export finetune
@@ -433,15 +472,18 @@ class KeepLearnedStatistics(pl.Callback):
 
 
 def fine_tune(model: LitNailSegmentation, datamodule: PhotosOnDevice, profile: Profile,
-              run_name: str, seed: int = 0, validations: int = 4) -> pl.Trainer:
-    """Train ``model`` for ``datamodule.steps`` steps, Kornia augmenting on the device and,
-    if ``profile.finetune_keep_statistics``, its BatchNorm statistics kept; ``validations``
+              run_name: str, seed: int = 0, validations: int = 4,
+              cuda_graphs: bool = True) -> pl.Trainer:
+    """Train ``model`` for ``datamodule.steps`` steps, Kornia augmenting on the device, the
+    U-Net replayed as CUDA graphs (``cuda_graphs``, on a GPU) and, if
+    ``profile.finetune_keep_statistics``, its BatchNorm statistics kept; ``validations``
     evenly spaced validations; the same ``seed``, the same batches and augmentations."""
     pl.seed_everything(seed, verbose=False)
     model.gpu_augmentation = KorniaAugmentation(seed=seed)  # runs after the batch transfer
     steps, keep = datamodule.steps, profile.finetune_keep_statistics
+    callbacks = [KeepLearnedStatistics()] if keep else []  # first: graphs capture eval layers
     trainer = make_trainer(profile, run_name, max_steps=steps, enable_checkpointing=False,
-                           callbacks=[KeepLearnedStatistics()] if keep else [],
+                           callbacks=callbacks + ([GraphedUNet()] if cuda_graphs else []),
                            val_check_interval=max(1, steps // validations),
                            check_val_every_n_epoch=None,  # every N steps of the one epoch
                            benchmark=False)  # short runs: cuDNN's kernel search does not pay
@@ -672,31 +714,11 @@ plt.show()
 # The advice below is computed from this run's numbers: the paired gain of the best start
 # over the runner-up, with its standard error and the number of photos. A gain counts as
 # clear when it is more than twice its standard error; with a few photos that is a high
-# bar, and it should be.
+# bar, and it should be. (`advice_in_words`, in `nailseg_common.starts`, puts the advice
+# in words.)
 
 # %%
-photos_scored = advice["photos"]
-print(f"best over these {photos_scored} photos, each held out once: {best} (hard Dice "
-      f"{tables[best]['dice'].mean():.3f} ± {tables[best]['dice'].sem():.3f}, IoU "
-      f"{tables[best]['iou'].mean():.3f})")
-if advice["runner_up"] is None:
-    print("-> only one start could be measured here, so there is nothing to choose between: "
-          "run notebook 02 in this profile (synthetic start) or allow the ImageNet download.")
-else:
-    runner_up, lead_se = advice["runner_up"], advice["lead_se"]
-    print(f"ahead of {runner_up} by {advice['gain']:+.3f} Dice ± {advice['gain_se']:.3f} "
-          f"(standard error over {photos_scored} photos), better on {advice['wins']}, "
-          f"worse on {advice['loses']}")
-    if lead_se > 2:
-        verdict = f"use the {best} start: its lead is {lead_se:.1f} standard errors, more than two"
-    else:
-        verdict = (f"{best} and {runner_up} are within the noise: the lead is {lead_se:.1f} "
-                   "standard errors, not more than two; either will do, and more photos "
-                   "would tell them apart")
-    if best == ZERO_SHOT:
-        verdict += ("; fine-tuning did not beat the checkpoint as it is, so use it unchanged "
-                    "or fine-tune longer (finetune_steps)")
-    print(f"-> {verdict}")
+print("\n".join(advice_in_words(advice, tables, ZERO_SHOT)))
 print(f"skipped: {', '.join(skipped) or 'none'}; the scores are at {cfg.image_size} px after "
       f"{cfg.finetune_steps} steps, {folds} folds")
 
@@ -773,8 +795,9 @@ plt.show()
 #   model the course ships, and its encoder decides the encoder of every start, so the
 #   starts differ only in their weights.
 # - Fair and fast fine-tuning: the same steps, seed, batches and augmentations for every
-#   start, the photos held on the device as uint8, one long epoch, AdamW's fused kernel and
-#   no kernel search; each run scored with its final weights.
+#   start, the photos held on the device as uint8, one long epoch, AdamW's fused kernel, no
+#   kernel search and, on a GPU, the U-Net's forward and backward replayed as CUDA graphs;
+#   each run scored with its final weights.
 # - k-fold cross-validation scores every photo once, by a model that never saw it: a mean
 #   with its standard error per start, and a paired gain with its own that says whether one
 #   start really beats another. The learning curve says whether more photos would help.

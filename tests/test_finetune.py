@@ -37,7 +37,7 @@ from nailseg_common.models import LitNailSegmentation
 from nailseg_common.photos import photos_or_standin
 from nailseg_common.preparation import ensure_prepared, read_split
 from nailseg_common.profiles import select_profile
-from nailseg_common.starts import available_starts
+from nailseg_common.starts import advice_in_words, available_starts
 from nailseg_common.synthetic import generate_synthetic_dataset
 from nailseg_common.training import make_trainer
 
@@ -281,6 +281,39 @@ def test_the_advice_ranks_by_mean_dice_and_measures_the_gain_on_the_same_photos(
     assert advice["lead_se"] == pytest.approx(math.sqrt(3))
     assert (advice["wins"], advice["loses"], advice["photos"]) == (2, 0, 3)
     assert recommend_start({"random": _table([0.4])})["runner_up"] is None
+
+
+def test_the_advice_in_words_follows_the_lead_in_standard_errors():
+    clear = {"random": _table([0.5, 0.6, 0.7, 0.6]), "synthetic": _table([0.9, 0.8, 0.9, 0.85])}
+    close = {"random": _table([0.8, 0.9, 0.7]), "zero-shot": _table([0.9, 0.8, 0.75])}
+    assert advice_in_words(recommend_start(clear), clear, "zero-shot")[-1].startswith(
+        "-> use the synthetic start")
+    verdict = advice_in_words(recommend_start(close), close, "zero-shot")[-1]
+    assert "within the noise" in verdict and "did not beat the checkpoint" in verdict
+    alone = {"random": _table([0.4, 0.5])}
+    lines = advice_in_words(recommend_start(alone), alone, "zero-shot")
+    assert len(lines) == 2 and "only one start" in lines[1] and "0.450" in lines[0]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+def test_cuda_graphs_train_the_weights_and_statistics_an_eager_run_trains(trained):
+    """The same seed and batches with and without GraphedUNet: the same step, so the weights
+    and BatchNorm statistics move the same way (bf16 rounding aside)."""
+    profile = select_profile("gpu", image_size=32, batch_size=4, finetune_steps=6,
+                             encoder=ENCODER, finetune_keep_statistics=False)
+    _, photos_set = photos_on_device(trained.data, profile)
+    initial = start_model("random", ENCODER, 1e-3, 6)
+    moved = []
+    for graphs in (False, True):
+        model = start_model("random", ENCODER, 1e-3, 6)
+        fine_tune(model, PhotosOnDevice(photos_set, range(6), range(6, 8), 4, steps=6),
+                  profile, f"06_graphs_{graphs}", cuda_graphs=graphs)
+        after = model.cpu().state_dict()
+        moved.append(torch.cat([(after[name].float() - value.float()).flatten()
+                                for name, value in initial.state_dict().items()
+                                if value.is_floating_point()]))
+    eager, graphed = moved
+    assert eager.norm() > 0 and (graphed - eager).norm() < 0.05 * eager.norm()
 
 
 def test_your_photos_are_used_as_they_are_and_the_standin_is_sized_by_the_profile(

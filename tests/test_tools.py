@@ -28,6 +28,17 @@ def test_profile_fine_tune_times_whole_starts_both_ways(tmp_path):
     assert runs["plain PyTorch loop"]["steps"] == 2
 
 
+def test_profile_fine_tune_times_the_notebooks_starts_with_and_without_cuda_graphs(tmp_path):
+    out = tmp_path / "graphs.json"
+    profile_fine_tune.main(["--profile", "smoke", "--photos", "10", "--starts", "1", "--steps",
+                            "2", "--encoders", "resnet18", "--cuda-graphs", "--out", str(out)])
+    runs = json.loads(out.read_text())["runs"]["resnet18"]
+    notebook = profile_fine_tune.NOTEBOOK_BATCHES
+    assert set(runs) == {f"{notebook}, CUDA graphs", notebook}
+    assert [run[0]["cuda_graphs"] for run in runs.values()] == [True, False]
+    assert all(run[0]["steps"] == 2 for run in runs.values())
+
+
 def test_fine_tune_batchnorm_scores_both_ways_on_every_photo(tmp_path):
     out = tmp_path / "batchnorm.json"
     fine_tune_batchnorm.main(["--profile", "smoke", "--folds", "2", "--out", str(out)])

@@ -15,7 +15,9 @@ alternating with starts whose indices all moved to the device at once, then the 
 ``--steps`` as a plain PyTorch loop, and lists the places where the steps wait for the GPU
 (torch's sync debug mode). ``--starts N --compile-mode MODE`` times N of the notebook's
 starts whose U-Nets are compiled in that mode, in one process: the first start compiles,
-the others may reuse its code. ``--profile smoke`` checks the code path on a CPU.
+the others may reuse its code. ``--starts N --cuda-graphs`` times N of the notebook's
+starts as it runs them (the U-Net replayed as CUDA graphs) alternating with N starts
+without the graphs. ``--profile smoke`` checks the code path on a CPU.
 """
 
 from __future__ import annotations
@@ -73,26 +75,31 @@ DATAMODULES = {"indices on the device": DeviceIndexedPhotos, NOTEBOOK_BATCHES: P
 
 
 def timed_starts(cfg, data, steps: int, repeats: int, datamodules=DATAMODULES,
-                 compile_mode: str | None = None) -> dict[str, list[dict]]:
+                 compile_mode: str | None = None,
+                 cuda_graphs: tuple[bool, ...] = (False,)) -> dict[str, list[dict]]:
     """Notebook 06's ``fine_tune`` as it runs there (validations included), ``repeats``
-    starts of ``steps`` steps with each of ``datamodules``, alternating, in one process:
-    seconds of each. With ``compile_mode``, each start's U-Net goes through
-    ``torch.compile`` in that mode first (the first start compiles; the others reuse its
-    code unless something forces a recompilation)."""
-    runs = {name: [] for name in datamodules}
+    starts of ``steps`` steps with each of ``datamodules`` and each of ``cuda_graphs``
+    (``fine_tune``'s option), alternating, in one process: seconds of each. With
+    ``compile_mode``, each start's U-Net goes through ``torch.compile`` in that mode first
+    (the first start compiles; the others reuse its code unless something forces a
+    recompilation)."""
+    variants = {(f"{name}, CUDA graphs" if graphs else name): (datamodule, graphs)
+                for name, datamodule in datamodules.items() for graphs in cuda_graphs}
+    runs = {name: [] for name in variants}
     for repeat in range(repeats):
-        for name, datamodule in datamodules.items():
+        for name, (datamodule, graphs) in variants.items():
             model = start_model("random", cfg.encoder, cfg.finetune_lr, steps)
             if compile_mode:
                 model.model.compile(mode=compile_mode)
             batches = stand_in(cfg, data, steps, datamodule)
             began = synchronized_now(cfg.device)
-            trainer = fine_tune(model, batches, cfg, "profile_fine_tune", seed=repeat)
+            trainer = fine_tune(model, batches, cfg, "profile_fine_tune", seed=repeat,
+                                cuda_graphs=graphs)
             seconds = synchronized_now(cfg.device) - began
             runs[name].append({"encoder": cfg.encoder, "repeat": repeat,
                                "steps": trainer.global_step, "batch": cfg.batch_size,
                                "image_size": cfg.image_size, "compile_mode": compile_mode,
-                               "seconds": round(seconds, 2),
+                               "cuda_graphs": graphs, "seconds": round(seconds, 2),
                                "ms_per_step": round(1000 * seconds / steps, 1)})
             print(name, runs[name][-1], flush=True)
     return runs
@@ -213,6 +220,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--compile-mode", default=None,
                         help="with --starts: only the notebook's starts, each U-Net compiled in "
                              "this torch.compile mode (e.g. reduce-overhead: CUDA graphs)")
+    parser.add_argument("--cuda-graphs", action="store_true",
+                        help="with --starts: only the notebook's starts, with its CUDA graphs "
+                             "(GraphedUNet) and without, alternating")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     photos = photos_or_standin(args.profile, num_images=args.photos)
@@ -222,6 +232,11 @@ def main(argv: list[str] | None = None) -> None:
         return write(args, {f"{encoder}, compiled ({args.compile_mode})": timed_starts(
             dataclasses.replace(cfg, encoder=encoder), data, args.steps, args.starts, notebook,
             args.compile_mode) for encoder in args.encoders})
+    if args.starts and args.cuda_graphs:
+        notebook = {NOTEBOOK_BATCHES: PhotosOnDevice}
+        return write(args, {encoder: timed_starts(
+            dataclasses.replace(cfg, encoder=encoder), data, args.steps, args.starts, notebook,
+            cuda_graphs=(True, False)) for encoder in args.encoders})
     if args.starts:
         runs = {encoder: timed_starts(dataclasses.replace(cfg, encoder=encoder), data,
                                       args.steps, args.starts) for encoder in args.encoders}
