@@ -103,14 +103,11 @@ def start_model(start: str, encoder: str, lr: float, max_steps: int,
                          "this profile first, or pass the path of a best-*.ckpt.")
     torch.manual_seed(seed)
     options = {"encoder": encoder, "lr": lr, "max_steps": max_steps, "fused_optimizer": True}
-    if start == "imagenet":
-        with cache_only_when_offline():
-            model = FastNailSegmentation(**options, encoder_weights="imagenet")
-    else:
+    if start != "imagenet":
         model = FastNailSegmentation(**options)
-    grouped = any(layer.groups > 1 for layer in model.modules() if isinstance(layer, torch.nn.Conv2d))
-    model.hparams.channels_last = False if grouped else None  # None: channels-last on a GPU
-    return load_weights(model, checkpoint) if start == "synthetic" else model
+        return load_weights(model, checkpoint) if start == "synthetic" else model
+    with cache_only_when_offline():
+        return FastNailSegmentation(**options, encoder_weights="imagenet")
 
 
 def photos_on_device(data: DataLocation, profile: Profile) -> tuple[pd.DataFrame, BatchSlices]:

@@ -65,9 +65,15 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
-from nailseg_common import plots, predict
+from nailseg_common import predict
 from nailseg_common.paths import runs_dir
 from nailseg_common.photos import photos_or_standin
+from nailseg_common.plots import (
+    plot_learning_curve,
+    plot_overlays,
+    plot_predictions,
+    plot_training_curves,
+)
 from nailseg_common.profiles import select_profile
 from nailseg_common.starts import advice_in_words, available_starts
 
@@ -239,13 +245,6 @@ else:
 # start draws its random initialisation from the same seed. `available_starts` (in
 # `nailseg_common.starts`) lists the starts this machine can run: the synthetic one needs a
 # checkpoint, the ImageNet one its weights, which it tries to fetch once.
-#
-# One more choice is the memory layout. Notebook 02's module keeps images and weights
-# channels-last on a GPU, the layout tensor cores read best. An encoder with grouped
-# (depthwise) convolutions, such as the mobilenet_v2 of the model the course ships, stays
-# in the ordinary layout: on an H100, cuDNN spent seconds building channels-last kernels for
-# each new shape of those convolutions (12 to 18 s for the first training step, 3 s for a
-# first prediction), and the steps after it were no faster (`results/fine_tune_graphs_h100.json`).
 
 # %%
 #| export finetune
@@ -280,14 +279,11 @@ def start_model(start: str, encoder: str, lr: float, max_steps: int,
                          "this profile first, or pass the path of a best-*.ckpt.")
     torch.manual_seed(seed)
     options = {"encoder": encoder, "lr": lr, "max_steps": max_steps, "fused_optimizer": True}
-    if start == "imagenet":
-        with cache_only_when_offline():
-            model = FastNailSegmentation(**options, encoder_weights="imagenet")
-    else:
+    if start != "imagenet":
         model = FastNailSegmentation(**options)
-    grouped = any(layer.groups > 1 for layer in model.modules() if isinstance(layer, torch.nn.Conv2d))
-    model.hparams.channels_last = False if grouped else None  # None: channels-last on a GPU
-    return load_weights(model, checkpoint) if start == "synthetic" else model
+        return load_weights(model, checkpoint) if start == "synthetic" else model
+    with cache_only_when_offline():
+        return FastNailSegmentation(**options, encoder_weights="imagenet")
 
 
 # %%
@@ -659,7 +655,7 @@ def recommend_start(tables: dict[str, pd.DataFrame]) -> dict:
 
 # %%
 if validation.curves:
-    plots.plot_training_curves(validation.curves, x="step")
+    plot_training_curves(validation.curves, x="step")
     plt.show()
 compare_starts(tables).round(3)
 
@@ -686,7 +682,7 @@ for size in sizes:
 points += [{"start": name, "photos": all_photos, "dice": tables[name].dice.mean(),
             "se": tables[name].dice.sem()} for name in curve_starts]
 curve = pd.DataFrame(points)
-plots.plot_learning_curve(curve, tables[ZERO_SHOT].dice.mean() if ZERO_SHOT in tables else None)
+plot_learning_curve(curve, tables[ZERO_SHOT].dice.mean() if ZERO_SHOT in tables else None)
 plt.show()
 curve.pivot(index="photos", columns="start", values="dice").round(3)
 
@@ -703,9 +699,9 @@ curve.pivot(index="photos", columns="start", values="dice").round(3)
 advice = recommend_start(tables)
 best = advice["best"]
 worst = tables[best].nsmallest(4, "dice")
-images = photos_set.images[worst.index].permute(0, 2, 3, 1).cpu().numpy() / 255
-figure = plots.plot_predictions(images, photos_set.labels[worst.index, 0].cpu().numpy(),
-                                torch.sigmoid(logits[best][worst.index, 0]).numpy())
+figure = plot_predictions(photos_set.images[worst.index].permute(0, 2, 3, 1).cpu().numpy() / 255,
+                          photos_set.labels[worst.index, 0].cpu().numpy(),
+                          torch.sigmoid(logits[best][worst.index, 0]).numpy())
 for ax, (_, row) in zip(figure.axes, worst.iterrows()):
     ax.set_title(f"{row['photo']}\nDice {row['dice']:.2f}, IoU {row['iou']:.2f}", fontsize=8)
 figure.suptitle(f"worst photos of {best}: ground truth (yellow), prediction (cyan)",
@@ -787,7 +783,7 @@ for image in frame.loc[fold_sets[-1][1], "image"]:
 status = predict.main([str(new_photos), str(masks), "--checkpoint", str(model_file),
                        "--image-size", str(cfg.image_size), "--device", cfg.device.type])
 print(f"exit status {status}; model: {best}")
-plots.plot_overlays(sorted(masks.rglob("*_overlay.jpg")))
+plot_overlays(sorted(masks.rglob("*_overlay.jpg")))
 plt.show()
 
 # %% [markdown]

@@ -125,11 +125,6 @@ def test_of_a_local_checkpoint_and_the_shipped_model_the_better_recorded_dice_wi
     assert resolve_checkpoint("", trained.profile) == trained.best
 
 
-def test_an_encoder_with_grouped_convolutions_keeps_the_ordinary_layout():
-    assert start_model("random", "mobilenet_v2", 1e-3, 1).hparams.channels_last is False
-    assert start_model("random", "resnet18", 1e-3, 1).hparams.channels_last is None
-
-
 def test_a_checkpoint_of_another_encoder_is_refused(trained):
     with pytest.raises(ValueError, match="encoder='mobilenet_v2'"):
         load_weights(LitNailSegmentation("resnet18"), trained.best)
