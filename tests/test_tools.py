@@ -9,7 +9,13 @@ import torch
 from nailseg_common.finetune import SHIPPED_MODEL, load_weights
 from nailseg_common.models import LitNailSegmentation
 from nailseg_common.synthetic import GENERATOR_VERSION
-from tools import fine_tune_batchnorm, profile_fine_tune, ship_model, transfer_held_out_style
+from tools import (
+    fine_tune_batchnorm,
+    first_step_by_layout,
+    profile_fine_tune,
+    ship_model,
+    transfer_held_out_style,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -37,6 +43,14 @@ def test_profile_fine_tune_times_the_notebooks_starts_with_and_without_cuda_grap
     assert set(runs) == {f"{notebook}, CUDA graphs", notebook}
     assert [run[0]["cuda_graphs"] for run in runs.values()] == [True, False]
     assert all(run[0]["steps"] == 2 for run in runs.values())
+
+
+def test_first_step_by_layout_times_the_first_steps_and_traces_the_first():
+    result = first_step_by_layout.main(["resnet18", "1", "--device", "cpu", "--size", "32",
+                                        "--steps", "7", "--trace"])
+    assert len(result["first_steps_s"]) == 3 and all(len(row) == 3 for row in result["first_steps_s"])
+    assert result["median_later_ms"] > 0 and result["channels_last"] is True
+    assert "aten::" in result["first_step_host_time"]
 
 
 def test_fine_tune_batchnorm_scores_both_ways_on_every_photo(tmp_path):
