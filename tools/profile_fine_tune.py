@@ -10,7 +10,8 @@ the first run of the process (cuDNN's kernel search included), then as it is for
 the step's host overhead). A ``torch.profiler`` trace of ``--trace-steps`` steps gives the
 operators' host and device times and the device's busy share of the wall time.
 ``--starts N`` times N whole starts of notebook 06 instead (validations included), as the
-notebook runs them (each batch's indices a Python list, copied to the device at every step),
+notebook ran them before its CUDA graphs (eager; each batch's indices a Python list, copied
+to the device at every step),
 alternating with starts whose indices all moved to the device at once, then the same
 ``--steps`` as a plain PyTorch loop, and lists the places where the steps wait for the GPU
 (torch's sync debug mode). ``--starts N --compile-mode MODE`` times N of the notebook's
