@@ -228,16 +228,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     photos = photos_or_standin(args.profile, num_images=args.photos)
     cfg, data = start(args.profile, photos, encoder=args.encoders[0])
-    if args.starts and args.compile_mode:
+    if args.starts and (args.compile_mode or args.cuda_graphs):
         notebook = {NOTEBOOK_BATCHES: PhotosOnDevice}
-        return write(args, {f"{encoder}, compiled ({args.compile_mode})": timed_starts(
+        label = f", compiled ({args.compile_mode})" if args.compile_mode else ""
+        graphs = (True, False) if args.cuda_graphs else (False,)
+        return write(args, {encoder + label: timed_starts(
             dataclasses.replace(cfg, encoder=encoder), data, args.steps, args.starts, notebook,
-            args.compile_mode) for encoder in args.encoders})
-    if args.starts and args.cuda_graphs:
-        notebook = {NOTEBOOK_BATCHES: PhotosOnDevice}
-        return write(args, {encoder: timed_starts(
-            dataclasses.replace(cfg, encoder=encoder), data, args.steps, args.starts, notebook,
-            cuda_graphs=(True, False)) for encoder in args.encoders})
+            args.compile_mode, graphs) for encoder in args.encoders})
     if args.starts:
         runs = {encoder: timed_starts(dataclasses.replace(cfg, encoder=encoder), data,
                                       args.steps, args.starts) for encoder in args.encoders}
