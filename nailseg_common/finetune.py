@@ -19,6 +19,7 @@ from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Sequential
 
 import nailseg_common
 from nailseg_common.cache import SPLITS, BatchSlices, load_cache
+from nailseg_common.depthwise import run_depthwise_as
 from nailseg_common.fast_training import FastNailSegmentation
 from nailseg_common.gpu_augmentation import KorniaAugmentation
 from nailseg_common.hub import cache_only_when_offline
@@ -105,9 +106,12 @@ def start_model(start: str, encoder: str, lr: float, max_steps: int,
     options = {"encoder": encoder, "lr": lr, "max_steps": max_steps, "fused_optimizer": True}
     if start != "imagenet":
         model = FastNailSegmentation(**options)
-        return load_weights(model, checkpoint) if start == "synthetic" else model
-    with cache_only_when_offline():
-        return FastNailSegmentation(**options, encoder_weights="imagenet")
+        model = load_weights(model, checkpoint) if start == "synthetic" else model
+    else:
+        with cache_only_when_offline():
+            model = FastNailSegmentation(**options, encoder_weights="imagenet")
+    run_depthwise_as(model.model)  # depthwise layers in float32: see the note above
+    return model
 
 
 def photos_on_device(data: DataLocation, profile: Profile) -> tuple[pd.DataFrame, BatchSlices]:

@@ -65,15 +65,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
-from nailseg_common import predict
+from nailseg_common import plots, predict
 from nailseg_common.paths import runs_dir
 from nailseg_common.photos import photos_or_standin
-from nailseg_common.plots import (
-    plot_learning_curve,
-    plot_overlays,
-    plot_predictions,
-    plot_training_curves,
-)
 from nailseg_common.profiles import select_profile
 from nailseg_common.starts import advice_in_words, available_starts
 
@@ -244,10 +238,16 @@ else:
 # missing download ends in `create_model`'s `RuntimeError`, which says what to do. Every
 # start draws its random initialisation from the same seed. `available_starts` (in
 # `nailseg_common.starts`) lists the starts this machine can run: the synthetic one needs a
-# checkpoint, the ImageNet one its weights, which it tries to fetch once.
+# checkpoint, the ImageNet one its weights, which it tries to fetch once. One note concerns
+# encoders with depthwise convolutions, such as the shipped model's mobilenet_v2: in half
+# precision and the channels-last layout, cuDNN compiles their kernels the first time a
+# process meets each shape. `run_depthwise_as` (in `nailseg_common.depthwise`) runs those
+# layers in float32 instead: on an H100 a fresh process's first training step took 5.8 s
+# instead of 7.3 to 10.2 s, for 1.2 ms more per step (`results/depthwise_first_step_h100.json`).
 
 # %%
 #| export finetune
+from nailseg_common.depthwise import run_depthwise_as
 from nailseg_common.fast_training import FastNailSegmentation
 from nailseg_common.hub import cache_only_when_offline
 from nailseg_common.models import LitNailSegmentation
@@ -281,9 +281,12 @@ def start_model(start: str, encoder: str, lr: float, max_steps: int,
     options = {"encoder": encoder, "lr": lr, "max_steps": max_steps, "fused_optimizer": True}
     if start != "imagenet":
         model = FastNailSegmentation(**options)
-        return load_weights(model, checkpoint) if start == "synthetic" else model
-    with cache_only_when_offline():
-        return FastNailSegmentation(**options, encoder_weights="imagenet")
+        model = load_weights(model, checkpoint) if start == "synthetic" else model
+    else:
+        with cache_only_when_offline():
+            model = FastNailSegmentation(**options, encoder_weights="imagenet")
+    run_depthwise_as(model.model)  # depthwise layers in float32: see the note above
+    return model
 
 
 # %%
@@ -655,7 +658,7 @@ def recommend_start(tables: dict[str, pd.DataFrame]) -> dict:
 
 # %%
 if validation.curves:
-    plot_training_curves(validation.curves, x="step")
+    plots.plot_training_curves(validation.curves, x="step")
     plt.show()
 compare_starts(tables).round(3)
 
@@ -682,7 +685,7 @@ for size in sizes:
 points += [{"start": name, "photos": all_photos, "dice": tables[name].dice.mean(),
             "se": tables[name].dice.sem()} for name in curve_starts]
 curve = pd.DataFrame(points)
-plot_learning_curve(curve, tables[ZERO_SHOT].dice.mean() if ZERO_SHOT in tables else None)
+plots.plot_learning_curve(curve, tables[ZERO_SHOT].dice.mean() if ZERO_SHOT in tables else None)
 plt.show()
 curve.pivot(index="photos", columns="start", values="dice").round(3)
 
@@ -699,7 +702,7 @@ curve.pivot(index="photos", columns="start", values="dice").round(3)
 advice = recommend_start(tables)
 best = advice["best"]
 worst = tables[best].nsmallest(4, "dice")
-figure = plot_predictions(photos_set.images[worst.index].permute(0, 2, 3, 1).cpu().numpy() / 255,
+figure = plots.plot_predictions(photos_set.images[worst.index].permute(0, 2, 3, 1).cpu().numpy() / 255,
                           photos_set.labels[worst.index, 0].cpu().numpy(),
                           torch.sigmoid(logits[best][worst.index, 0]).numpy())
 for ax, (_, row) in zip(figure.axes, worst.iterrows()):
@@ -783,7 +786,7 @@ for image in frame.loc[fold_sets[-1][1], "image"]:
 status = predict.main([str(new_photos), str(masks), "--checkpoint", str(model_file),
                        "--image-size", str(cfg.image_size), "--device", cfg.device.type])
 print(f"exit status {status}; model: {best}")
-plot_overlays(sorted(masks.rglob("*_overlay.jpg")))
+plots.plot_overlays(sorted(masks.rglob("*_overlay.jpg")))
 plt.show()
 
 # %% [markdown]

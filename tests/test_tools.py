@@ -43,6 +43,11 @@ def test_profile_fine_tune_times_the_notebooks_starts_with_and_without_cuda_grap
     assert set(runs) == {f"{notebook}, CUDA graphs", notebook}
     assert [run[0]["cuda_graphs"] for run in runs.values()] == [True, False]
     assert all(run[0]["steps"] == 2 for run in runs.values())
+    profile_fine_tune.main(["--profile", "smoke", "--photos", "10", "--starts", "1", "--steps",
+                            "2", "--encoders", "resnet18", "--cuda-graphs", "--graphs-only",
+                            "--out", str(out)])
+    runs = json.loads(out.read_text())["runs"]["resnet18"]
+    assert list(runs) == [f"{notebook}, CUDA graphs"]
 
 
 def test_first_step_by_layout_times_the_first_steps_and_traces_the_first():
@@ -51,6 +56,13 @@ def test_first_step_by_layout_times_the_first_steps_and_traces_the_first():
     assert len(result["first_steps_s"]) == 3 and all(len(row) == 3 for row in result["first_steps_s"])
     assert result["median_later_ms"] > 0 and result["channels_last"] is True
     assert "aten::" in result["first_step_host_time"]
+
+
+def test_first_step_by_layout_changes_the_depthwise_layers_each_way():
+    for way in first_step_by_layout.WAYS:
+        result = first_step_by_layout.main(["mobilenet_v2", "1", "--device", "cpu", "--size",
+                                            "32", "--steps", "6", "--depthwise", way])
+        assert result["depthwise"] == way and result["depthwise_layers"] == 17
 
 
 def test_fine_tune_batchnorm_scores_both_ways_on_every_photo(tmp_path):

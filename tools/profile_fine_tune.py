@@ -18,7 +18,8 @@ alternating with starts whose indices all moved to the device at once, then the 
 starts whose U-Nets are compiled in that mode, in one process: the first start compiles,
 the others may reuse its code. ``--starts N --cuda-graphs`` times N of the notebook's
 starts as it runs them (the U-Net replayed as CUDA graphs) alternating with N starts
-without the graphs. ``--profile smoke`` checks the code path on a CPU.
+without the graphs (``--graphs-only``: only the graphed starts).
+``--profile smoke`` checks the code path on a CPU.
 """
 
 from __future__ import annotations
@@ -224,6 +225,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cuda-graphs", action="store_true",
                         help="with --starts: only the notebook's starts, with its CUDA graphs "
                              "(GraphedUNet) and without, alternating")
+    parser.add_argument("--graphs-only", action="store_true",
+                        help="with --cuda-graphs: only the graphed starts")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     photos = photos_or_standin(args.profile, num_images=args.photos)
@@ -231,7 +234,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.starts and (args.compile_mode or args.cuda_graphs):
         notebook = {NOTEBOOK_BATCHES: PhotosOnDevice}
         label = f", compiled ({args.compile_mode})" if args.compile_mode else ""
-        graphs = (True, False) if args.cuda_graphs else (False,)
+        graphs = ((True,) if args.graphs_only else (True, False)) if args.cuda_graphs else (False,)
         return write(args, {encoder + label: timed_starts(
             dataclasses.replace(cfg, encoder=encoder), data, args.steps, args.starts, notebook,
             args.compile_mode, graphs) for encoder in args.encoders})

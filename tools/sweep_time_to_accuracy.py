@@ -157,6 +157,8 @@ CONFIGS = {
     "c224_s600_all": {"crop": 224, "steps": 600, "lr": 4e-3, "ema": 0.98, "tta": True},
     "v4_lr3e-3": {"lr": 3e-3},
     "v4_lr4e-3": {"lr": 4e-3},
+    "ceiling_lr2e-3": {"steps": 3000, "target": None},
+    "ceiling_lr1e-3": {"steps": 3000, "lr": 1e-3, "target": None},
     "course_lr1e-3": {"batch": 32, "lr": 1e-3, "warmup": 0, "steps": 1800, "target": None},
     "course_lr2e-3": {"batch": 32, "lr": 2e-3, "warmup": 0, "steps": 1800, "target": None},
     "course_lr5e-4": {"batch": 32, "lr": 5e-4, "warmup": 0, "steps": 1800, "target": None},
