@@ -3,8 +3,8 @@
 cuDNN 9.10 and later compile kernels at run time the first time a process runs a
 channels-last depthwise (grouped) convolution of a new shape in half precision
 (NVIDIA/cudnn-frontend#1066). On an H100 (cuDNN 9.19) that made the first training step of a
-mobilenet_v2 U-Net take 7-10 s, against 5.8 s with its depthwise layers in float32, for 1.2 ms
-more per step (``results/depthwise_first_step_h100.json``). :func:`run_depthwise_as` changes
+mobilenet_v2 U-Net take 7.3-10.4 s, against 4.4-5.9 s with its depthwise layers in float32,
+for 1.2 ms more per step (``results/depthwise_first_step_h100.json``). :func:`run_depthwise_as` changes
 how those layers run, not their weights: checkpoints stay as they are.
 """
 

@@ -242,8 +242,8 @@ else:
 # encoders with depthwise convolutions, such as the shipped model's mobilenet_v2: in half
 # precision and the channels-last layout, cuDNN compiles their kernels the first time a
 # process meets each shape. `run_depthwise_as` (in `nailseg_common.depthwise`) runs those
-# layers in float32 instead: on an H100 a fresh process's first training step took 5.8 s
-# instead of 7.3 to 10.2 s, for 1.2 ms more per step (`results/depthwise_first_step_h100.json`).
+# layers in float32 instead: on an H100 a fresh process's first training step took 4.4 to
+# 5.9 s instead of 7.3 to 10.4 s, for 1.2 ms more per step (`results/depthwise_first_step_h100.json`).
 
 # %%
 #| export finetune
