@@ -12,7 +12,9 @@ config and seed, up to four at once, on a lent H100):
     python -m tools.sweep_time_to_accuracy --step-rates default --out rates.jsonl  # compiled img/s
 
 ``--profile smoke --configs test`` checks the code path on a CPU in seconds.
-Results: ``results/time_to_accuracy_sweep_h100.json``, ``results/course_recipe_lr_h100.json``.
+Results: ``results/time_to_accuracy_sweep_h100.json``, ``results/course_recipe_lr_h100.json``,
+``results/time_to_accuracy_lr_v4_h100.json``, ``results/time_to_accuracy_ceiling_h100.json``,
+``results/time_to_accuracy_recipes_v4_h100.json``.
 """
 
 from __future__ import annotations
@@ -157,6 +159,9 @@ CONFIGS = {
     "c224_s600_all": {"crop": 224, "steps": 600, "lr": 4e-3, "ema": 0.98, "tta": True},
     "v4_lr3e-3": {"lr": 3e-3},
     "v4_lr4e-3": {"lr": 4e-3},
+    "tta_ema384": {"ema": 0.99, "tta": True},
+    "b30_s3000": {"batch": 30, "lr": 1.4e-3, "steps": 3000, "warmup": 100},
+    "b120_s750": {"batch": 120, "lr": 3e-3, "steps": 750, "warmup": 25},
     "ceiling_lr2e-3": {"steps": 3000, "target": None},
     "ceiling_lr1e-3": {"steps": 3000, "lr": 1e-3, "target": None},
     "course_lr1e-3": {"batch": 32, "lr": 1e-3, "warmup": 0, "steps": 1800, "target": None},
