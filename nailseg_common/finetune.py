@@ -15,7 +15,7 @@ import pandas as pd
 import pytorch_lightning as pl
 import torch
 from torch import nn
-from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
+from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 
 import nailseg_common
 from nailseg_common.cache import SPLITS, BatchSlices, load_cache
@@ -147,11 +147,12 @@ class PhotosOnDevice(pl.LightningDataModule):
         self.batch_size, self.steps, self.seed = batch_size, steps, seed
 
     def train_dataloader(self) -> DataLoader:
-        photos = self.sets["train"]
-        passes = RandomSampler(photos, num_samples=self.steps * self.batch_size,
-                               generator=torch.Generator().manual_seed(self.seed))
-        return DataLoader(photos, sampler=BatchSampler(passes, self.batch_size, drop_last=True),
-                          batch_size=None)
+        photos, generator = self.sets["train"], torch.Generator().manual_seed(self.seed)
+        passes = -(-self.steps * self.batch_size // len(photos))  # enough for every batch
+        order = torch.cat([torch.randperm(len(photos), generator=generator)
+                           for _ in range(passes)])[:self.steps * self.batch_size]
+        batches = order.view(self.steps, self.batch_size).to(photos.images.device)
+        return DataLoader(photos, sampler=batches, batch_size=None)  # a batch: one row
 
     def val_dataloader(self) -> DataLoader:
         photos = self.sets["valid"]

@@ -356,9 +356,14 @@ print(f"{len(frame)} photos in {folds} folds: each start trains {len(fold_sets)}
 # batches, and starting each epoch (a new loader iterator, Lightning's epoch hooks) would cost
 # more than its steps: a run is one epoch of `steps` batches, the photos in a new order on
 # each pass through them (with fewer photos than a batch, a batch holds some twice, each
-# augmented its own way). `fine_tune` trains one start on one fold:
+# augmented its own way). That order is drawn once and moved to the device as a `steps ×
+# batch` tensor of indices, a row per batch: a step that copied its indices from the host
+# would wait there for the GPU to finish all the work queued before it, so the host could
+# not prepare the next step while the GPU runs this one (torch's sync debug mode finds such
+# places: `python -m tools.profile_fine_tune --sync-sites 30`). `fine_tune` trains one start
+# on one fold:
 #
-# - **the same batches and augmentations** for every start: `seed_everything`, the sampler's
+# - **the same batches and augmentations** for every start: `seed_everything`, the order's
 #   own seed and `KorniaAugmentation(seed=...)`;
 # - **validation at the same steps**, a few times (`validations`), for the curves;
 # - **no checkpoints**: the held-out photos are what the runs are scored on, so picking each
@@ -369,7 +374,7 @@ print(f"{len(frame)} photos in {folds} folds: each start trains {len(fold_sets)}
 # %%
 #| export finetune
 import pytorch_lightning as pl
-from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
+from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 
 from nailseg_common.gpu_augmentation import KorniaAugmentation
 from nailseg_common.training import make_trainer
@@ -388,11 +393,12 @@ class PhotosOnDevice(pl.LightningDataModule):
         self.batch_size, self.steps, self.seed = batch_size, steps, seed
 
     def train_dataloader(self) -> DataLoader:
-        photos = self.sets["train"]
-        passes = RandomSampler(photos, num_samples=self.steps * self.batch_size,
-                               generator=torch.Generator().manual_seed(self.seed))
-        return DataLoader(photos, sampler=BatchSampler(passes, self.batch_size, drop_last=True),
-                          batch_size=None)
+        photos, generator = self.sets["train"], torch.Generator().manual_seed(self.seed)
+        passes = -(-self.steps * self.batch_size // len(photos))  # enough for every batch
+        order = torch.cat([torch.randperm(len(photos), generator=generator)
+                           for _ in range(passes)])[:self.steps * self.batch_size]
+        batches = order.view(self.steps, self.batch_size).to(photos.images.device)
+        return DataLoader(photos, sampler=batches, batch_size=None)  # a batch: one row
 
     def val_dataloader(self) -> DataLoader:
         photos = self.sets["valid"]

@@ -6,6 +6,7 @@ import json
 import pytest
 import torch
 
+from nailseg_common.cache import BatchSlices
 from nailseg_common.finetune import SHIPPED_MODEL, load_weights
 from nailseg_common.models import LitNailSegmentation
 from nailseg_common.synthetic import GENERATOR_VERSION
@@ -45,9 +46,9 @@ def test_profile_fine_tune_times_the_notebooks_starts_with_and_without_cuda_grap
     assert all(run[0]["steps"] == 2 for run in runs.values())
     profile_fine_tune.main(["--profile", "smoke", "--photos", "10", "--starts", "1", "--steps",
                             "2", "--encoders", "resnet18", "--cuda-graphs", "--graphs-only",
-                            "--out", str(out)])
+                            "--host-indices", "--out", str(out)])
     runs = json.loads(out.read_text())["runs"]["resnet18"]
-    assert list(runs) == [f"{notebook}, CUDA graphs"]
+    assert list(runs) == [f"{name}, CUDA graphs" for name in profile_fine_tune.DATAMODULES]
 
 
 def test_first_step_by_layout_times_the_first_steps_and_traces_the_first():
@@ -112,3 +113,14 @@ def test_transfer_held_out_style_refuses_a_missing_model(tmp_path):
     with pytest.raises(SystemExit, match="NAME=PATH"):
         transfer_held_out_style.main(["--model", f"before={tmp_path / 'none.pt'}",
                                       "--out", str(tmp_path / "out.json")])
+
+
+def test_notebook_06_draws_the_batches_it_drew_from_the_host_before():
+    """Its indices now move to the device once; the batches stay those of the sampler before."""
+    images = torch.arange(7, dtype=torch.uint8).view(7, 1, 1, 1).expand(7, 3, 2, 2).contiguous()
+    photos = BatchSlices(images, torch.zeros(7, 1, 2, 2, dtype=torch.uint8))
+    batches = {name: [batch["image"][:, 0, 0, 0].tolist() for batch in
+                      datamodule(photos, range(5), range(5, 7), 3, 6, seed=4).train_dataloader()]
+               for name, datamodule in profile_fine_tune.DATAMODULES.items()}
+    notebook, host = batches.values()
+    assert len(notebook) == 6 and notebook == host

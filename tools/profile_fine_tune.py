@@ -9,16 +9,18 @@ the first run of the process (cuDNN's kernel search included), then as it is for
 ``--small-size`` px, and the same step as a plain PyTorch loop (no Lightning: the bound of
 the step's host overhead). A ``torch.profiler`` trace of ``--trace-steps`` steps gives the
 operators' host and device times and the device's busy share of the wall time.
-``--starts N`` times N whole starts of notebook 06 instead (validations included), as the
-notebook ran them before its CUDA graphs (eager; each batch's indices a Python list, copied
-to the device at every step),
-alternating with starts whose indices all moved to the device at once, then the same
+``--starts N`` times N whole starts of notebook 06 instead (validations included) without
+its CUDA graphs (eager), its batches' indices on the device (as the notebook draws them)
+alternating with batches whose indices are copied from the host at each step, then the same
 ``--steps`` as a plain PyTorch loop, and lists the places where the steps wait for the GPU
 (torch's sync debug mode). ``--starts N --compile-mode MODE`` times N of the notebook's
 starts whose U-Nets are compiled in that mode, in one process: the first start compiles,
 the others may reuse its code. ``--starts N --cuda-graphs`` times N of the notebook's
 starts as it runs them (the U-Net replayed as CUDA graphs) alternating with N starts
-without the graphs (``--graphs-only``: only the graphed starts).
+without the graphs (``--graphs-only``: only the graphed starts; ``--host-indices``: each
+also with indices from the host). ``--sync-sites STEPS``
+lists the source lines where that many steps of the notebook's ``fine_tune`` wait for the
+GPU, each with its stack.
 ``--profile smoke`` checks the code path on a CPU.
 """
 
@@ -28,14 +30,14 @@ import argparse
 import dataclasses
 import json
 import time
+import traceback
 import warnings
-from collections import Counter
 from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
 from torch.profiler import ProfilerActivity, profile
-from torch.utils.data import DataLoader
+from torch.utils.data import BatchSampler, DataLoader, RandomSampler
 
 from nailseg_common.clock import synchronized_now
 from nailseg_common.course import start
@@ -49,18 +51,17 @@ from nailseg_common.preparation import read_split
 from nailseg_common.training import make_trainer
 
 
-class DeviceIndexedPhotos(PhotosOnDevice):
-    """``PhotosOnDevice`` with the same batches, their indices moved to the device once as a
-    ``steps × batch`` tensor: no step copies indices from the host (a copy that waits for
-    the GPU to finish the work queued before it)."""
+class HostIndexedPhotos(PhotosOnDevice):
+    """``PhotosOnDevice`` with the same batches as notebook 06 drew them before 2026-11-25:
+    each batch's indices a Python list from a sampler, copied to the device at every step (a
+    copy that waits for the GPU to finish the work queued before it)."""
 
     def train_dataloader(self) -> DataLoader:
-        photos, generator = self.sets["train"], torch.Generator().manual_seed(self.seed)
-        passes = -(-self.steps * self.batch_size // len(photos))  # enough for every batch
-        order = torch.cat([torch.randperm(len(photos), generator=generator)
-                           for _ in range(passes)])[:self.steps * self.batch_size]
-        batches = order.view(self.steps, self.batch_size).to(photos.images.device)
-        return DataLoader(photos, sampler=batches, batch_size=None)  # a batch: one row
+        photos = self.sets["train"]
+        passes = RandomSampler(photos, num_samples=self.steps * self.batch_size,
+                               generator=torch.Generator().manual_seed(self.seed))
+        return DataLoader(photos, sampler=BatchSampler(passes, self.batch_size, drop_last=True),
+                          batch_size=None)
 
 
 def stand_in(cfg, data, steps: int, datamodule=PhotosOnDevice, seed: int = 0) -> PhotosOnDevice:
@@ -72,8 +73,8 @@ def stand_in(cfg, data, steps: int, datamodule=PhotosOnDevice, seed: int = 0) ->
                       seed=seed)
 
 
-NOTEBOOK_BATCHES = "indices from the host (notebook 06)"
-DATAMODULES = {"indices on the device": DeviceIndexedPhotos, NOTEBOOK_BATCHES: PhotosOnDevice}
+NOTEBOOK_BATCHES = "indices on the device (notebook 06)"
+DATAMODULES = {NOTEBOOK_BATCHES: PhotosOnDevice, "indices from the host": HostIndexedPhotos}
 
 
 def timed_starts(cfg, data, steps: int, repeats: int, datamodules=DATAMODULES,
@@ -107,20 +108,34 @@ def timed_starts(cfg, data, steps: int, repeats: int, datamodules=DATAMODULES,
     return runs
 
 
-def sync_sites(cfg, data, steps: int) -> dict[str, int]:
-    """Where ``steps`` steps of notebook 06's fit wait for the GPU (torch's sync debug mode),
-    by source line: a line counted about ``steps`` times waits at every step."""
+def sync_sites(cfg, data, steps: int, frames: int = 8) -> dict[str, dict]:
+    """Where ``steps`` steps of notebook 06's ``fine_tune`` (CUDA graphs on a GPU, one
+    validation) wait for the GPU (torch's sync debug mode), by source line: how often, and
+    the innermost ``frames`` of the Python stack there. A line counted about ``steps`` times
+    waits at every step."""
     if cfg.device.type != "cuda":
         return {}
+    sites: dict[str, dict] = {}
+
+    def record(message, category, filename, lineno, file=None, line=None):
+        if "synchroniz" in str(message):
+            stack = [f"{frame.filename}:{frame.lineno} {frame.name}"
+                     for frame in traceback.extract_stack()[:-1]
+                     if not frame.filename.endswith("warnings.py")]
+            site = sites.setdefault(f"{filename}:{lineno}",
+                                    {"count": 0, "stack": stack[-frames:]})
+            site["count"] += 1
+
+    model = start_model("random", cfg.encoder, cfg.finetune_lr, steps)
     torch.cuda.set_sync_debug_mode("warn")
     try:
-        with warnings.catch_warnings(record=True) as caught:
+        with warnings.catch_warnings():
             warnings.simplefilter("always")
-            timed_fit(cfg, data, steps, benchmark=False)
+            warnings.showwarning = record
+            fine_tune(model, stand_in(cfg, data, steps), cfg, "profile_fine_tune", validations=1)
     finally:
         torch.cuda.set_sync_debug_mode("default")
-    return dict(Counter(f"{warning.filename}:{warning.lineno}" for warning in caught
-                        if "synchroniz" in str(warning.message)).most_common())
+    return dict(sorted(sites.items(), key=lambda item: -item[1]["count"]))
 
 
 def timed_fit(cfg, data, steps: int, augment: bool = True, model=None,
@@ -225,14 +240,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cuda-graphs", action="store_true",
                         help="with --starts: only the notebook's starts, with its CUDA graphs "
                              "(GraphedUNet) and without, alternating")
+    parser.add_argument("--host-indices", action="store_true",
+                        help="with --cuda-graphs: also starts whose batches copy their "
+                             "indices from the host at each step, alternating")
     parser.add_argument("--graphs-only", action="store_true",
                         help="with --cuda-graphs: only the graphed starts")
+    parser.add_argument("--sync-sites", type=int, default=0, metavar="STEPS",
+                        help="only where this many steps of the notebook's fine_tune wait for "
+                             "the GPU, by source line with its stack")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     photos = photos_or_standin(args.profile, num_images=args.photos)
     cfg, data = start(args.profile, photos, encoder=args.encoders[0])
+    if args.sync_sites:
+        return write(args, {f"sync sites, {args.sync_sites} steps": sync_sites(
+            cfg, data, args.sync_sites)})
     if args.starts and (args.compile_mode or args.cuda_graphs):
-        notebook = {NOTEBOOK_BATCHES: PhotosOnDevice}
+        notebook = DATAMODULES if args.host_indices else {NOTEBOOK_BATCHES: PhotosOnDevice}
         label = f", compiled ({args.compile_mode})" if args.compile_mode else ""
         graphs = ((True,) if args.graphs_only else (True, False)) if args.cuda_graphs else (False,)
         return write(args, {encoder + label: timed_starts(
