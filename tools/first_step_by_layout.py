@@ -18,6 +18,7 @@ layout, or both (:data:`WAYS`); ``--trace`` adds a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 
@@ -69,11 +70,9 @@ def first_steps(encoder: str, channels_last: bool, device: torch.device, size: i
     image = torch.randint(0, 255, (batch, 3, size, size), dtype=torch.uint8, device=device)
     label = (torch.rand(batch, 1, size, size, device=device) > 0.5).float()
     autocast = torch.autocast(device.type, torch.bfloat16, enabled=device.type == "cuda")
-    tracer = profile(activities=[ProfilerActivity.CPU]) if trace else None
-    rows = []
-    for step in range(steps):
-        if tracer and step == 0:
-            tracer.start()
+
+    def timed_step() -> list[float]:
+        """One training step: seconds of its forward, backward and whole step."""
         began = synchronized_now(device)
         with autocast:
             loss = segmentation_loss(model(image), label)
@@ -82,20 +81,18 @@ def first_steps(encoder: str, channels_last: bool, device: torch.device, size: i
         backward = synchronized_now(device)
         optimizer.step()
         optimizer.zero_grad()
-        rows.append([round(forward - began, 3), round(backward - forward, 3),
-                     round(synchronized_now(device) - began, 3)])
-        if tracer and step == 0:
-            tracer.stop()
+        return [round(forward - began, 3), round(backward - forward, 3),
+                round(synchronized_now(device) - began, 3)]
+
+    tracer = profile(activities=[ProfilerActivity.CPU]) if trace else None
+    with tracer or contextlib.nullcontext():
+        rows = [timed_step()]
+    rows += [timed_step() for _ in range(steps - 1)]
     kernels = profile(activities=[ProfilerActivity.CUDA]) if device.type == "cuda" else None
     if kernels:
         with kernels:
             for _ in range(5):
-                with autocast:
-                    loss = segmentation_loss(model(image), label)
-                loss.backward()
-                optimizer.step()
-                optimizer.zero_grad()
-            torch.cuda.synchronize()
+                timed_step()
     model.eval()
     began = synchronized_now(device)
     with torch.no_grad(), autocast:

@@ -258,10 +258,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.starts and (args.compile_mode or args.cuda_graphs):
         notebook = DATAMODULES if args.host_indices else {NOTEBOOK_BATCHES: PhotosOnDevice}
         label = f", compiled ({args.compile_mode})" if args.compile_mode else ""
-        graphs = ((True,) if args.graphs_only else (True, False)) if args.cuda_graphs else (False,)
+        graphs = (True,) if args.graphs_only else (True, False)
         return write(args, {encoder + label: timed_starts(
             dataclasses.replace(cfg, encoder=encoder), data, args.steps, args.starts, notebook,
-            args.compile_mode, graphs) for encoder in args.encoders})
+            args.compile_mode, graphs if args.cuda_graphs else (False,))
+            for encoder in args.encoders})
     if args.starts:
         runs = {encoder: timed_starts(dataclasses.replace(cfg, encoder=encoder), data,
                                       args.steps, args.starts) for encoder in args.encoders}
