@@ -93,15 +93,18 @@ def datasheet_tflops(device: torch.device) -> float | None:
     return next((value for key, value in DATASHEET_BF16_TFLOPS.items() if key in name), None)
 
 
-def training_datamodule(location: DataLocation, profile: Profile) -> pl.LightningDataModule:
-    """Notebook 04's DALI data module when DALI runs here, else notebook 03's cache."""
+def training_datamodule(location: DataLocation, profile: Profile,
+                        seed: int | None = None) -> pl.LightningDataModule:
+    """Notebook 04's DALI data module when DALI runs here, else notebook 03's cache; ``seed``
+    (of DALI's augmentations, or of the cache's order) if given, else the module's default."""
     from nailseg_common.dali_pipelines import DALINailDataModule, dali_available
 
+    seeded = {} if seed is None else {"seed": seed}
     if dali_available():
-        return DALINailDataModule(location, profile)
+        return DALINailDataModule(location, profile, **seeded)
     from nailseg_common.cache import CachedNailDataModule
 
-    return CachedNailDataModule(location, profile)
+    return CachedNailDataModule(location, profile, **seeded)
 
 
 def reuse(model: FastNailSegmentation):

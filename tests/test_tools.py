@@ -9,12 +9,14 @@ import torch
 from nailseg_common.cache import BatchSlices
 from nailseg_common.finetune import SHIPPED_MODEL, load_weights
 from nailseg_common.models import LitNailSegmentation
+from nailseg_common.paths import REPO_ROOT
 from nailseg_common.synthetic import GENERATOR_VERSION
 from tools import (
     fine_tune_batchnorm,
     first_step_by_layout,
     profile_fine_tune,
     ship_model,
+    time_to_accuracy_seeds,
     transfer_held_out_style,
 )
 
@@ -124,3 +126,39 @@ def test_notebook_06_draws_the_batches_it_drew_from_the_host_before():
                for name, datamodule in profile_fine_tune.DATAMODULES.items()}
     notebook, host = batches.values()
     assert len(notebook) == 6 and notebook == host
+
+
+def test_time_to_accuracy_seeds_appends_each_seed_and_reports_them_all(tmp_path):
+    runs, out = tmp_path / "seeds.jsonl", tmp_path / "tta.json"
+    time_to_accuracy_seeds.main(["--profile", "smoke", "--seeds", "3", "--runs", str(runs)])
+    results = time_to_accuracy_seeds.main(["--profile", "smoke", "--seeds", "1", "--runs", str(runs),
+                                           "--report", str(out)])
+    assert json.loads(out.read_text()) == results
+    assert [run["seed"] for run in results["runs"]] == [1, 3]
+    assert all(run["steps"] == 2 and run["compile_s"] > 0 and run["history"] for run in results["runs"])
+    assert results["summary"]["seeds"] == 2 and results["step_img_s"]["median"] > 0
+
+
+def seed_run(seed, seconds=None, best_iou=0.86):
+    return {"seed": seed, "reached": seconds is not None, "seconds_to_target": seconds,
+            "steps_to_target": seconds and int(seconds * 20), "best_iou": best_iou, "compile_s": 1.0}
+
+
+def test_time_to_accuracy_summary_counts_a_seed_that_never_reached_as_the_slowest():
+    summarise = time_to_accuracy_seeds.summarise
+    all_reached = summarise([seed_run(0, 30.0), seed_run(1, 10.0), seed_run(2, 15.0)], 0.85, 20.0)
+    assert all_reached["median_seconds_to_target"] == 15.0 and all_reached["met"]
+    one_missed = summarise([seed_run(0, 30.0), seed_run(1, 10.0), seed_run(2, best_iou=0.8)], 0.85, 20.0)
+    assert one_missed["median_seconds_to_target"] == 30.0 and not one_missed["met"]
+    assert one_missed["seconds_to_target"] == {"median": 20.0, "min": 10.0, "max": 30.0}
+    most_missed = summarise([seed_run(0, 10.0), seed_run(1), seed_run(2)], 0.85, 20.0)
+    assert most_missed["median_seconds_to_target"] is None and most_missed["reached"] == 1
+
+
+def test_committed_time_to_accuracy_summary_follows_from_its_runs():
+    committed = json.loads((REPO_ROOT / "results/time_to_accuracy_h100.json").read_text())
+    summary = committed["summary"]
+    assert summary == time_to_accuracy_seeds.summarise(committed["runs"], summary["target_iou"],
+                                                       summary["target_s"])
+    assert {"seed", "reached", "seconds_to_target", "steps_to_target", "best_iou",
+            "compile_s"} <= set(committed["runs"][0])
