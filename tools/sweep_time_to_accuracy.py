@@ -163,6 +163,7 @@ CONFIGS = {
     "b30_s3000": {"batch": 30, "lr": 1.4e-3, "steps": 3000, "warmup": 100},
     "b120_s750": {"batch": 120, "lr": 3e-3, "steps": 750, "warmup": 25},
     "c256_s2500": {"crop": 256, "steps": 2500},
+    "s2000": {"steps": 2000},
     "ceiling_lr2e-3": {"steps": 3000, "target": None},
     "ceiling_lr1e-3": {"steps": 3000, "lr": 1e-3, "target": None},
     "course_lr1e-3": {"batch": 32, "lr": 1e-3, "warmup": 0, "steps": 1800, "target": None},
