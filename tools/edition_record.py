@@ -3,7 +3,8 @@
 python -m tools.edition_record FOLDER --commit SHA --note "..."   # FOLDER: the executed notebooks and timings.tsv
 
 Every value is read from the executed notebooks' outputs and papermill's timings; a value a
-notebook did not print is an error, not a gap.
+notebook did not print is an error, not a gap, unless the notebook printed why it has none
+(07's run that never reached IoU 0.85: its time and steps are recorded as null).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "edition_runs_h100.json"
 EDITION = [f"{number:02d}" for number in range(1, 8)]  # notebooks 01-07
 # (key, notebook, pattern with one group): the first match in the notebook's printed outputs
+NOT_REACHED_085 = r"never reached IoU 0\.85"  # 07's run ended below the target: no time, no steps
 READINGS = [
     ("hard_dice/02 (best checkpoint)", "02", r"validation Dice ([\d.]+), IoU"),
     ("hard_dice/03 (last validation)", "03", r"final hard Dice ([\d.]+)"),
@@ -23,8 +25,8 @@ READINGS = [
     ("training_over_bound/02", "02", r"images/s: ratio ([\d.]+)"),
     ("training_over_bound/03", "03", r"the training run: ([\d.]+) of the bound"),
     ("training_over_bound/04", "04", r"bound [\d.]+: ([\d.]+) of the bound"),
-    ("time_to_iou_085_s", "07", r"IoU 0\.85 after ([\d.]+) s"),
-    ("steps_to_iou_085", "07", r"IoU 0\.85 after [\d.]+ s \((\d+) steps\)"),
+    ("time_to_iou_085_s", "07", r"IoU 0\.85 after ([\d.]+) s", NOT_REACHED_085),
+    ("steps_to_iou_085", "07", r"IoU 0\.85 after [\d.]+ s \((\d+) steps\)", NOT_REACHED_085),
     ("compile_s", "07", r"compilation and autotuning: ([\d.]+) s"),
     ("fastest_step_img_s", "07", r"fastest step (\d+) img/s"),
 ]
@@ -50,13 +52,17 @@ def record(folder: Path, commit: str, note: str) -> dict:
     machine = re.search(r"live: (.+?), gpu profile", outputs["05"])  # notebook 05's label of its run
     run = {"note": note, "commit": commit, "device": machine.group(1) if machine else "unknown",
            "papermill_s": seconds, "papermill_s_01_07": round(sum(seconds.values()), 1)}
-    for key, number, pattern in READINGS:
+    for key, number, pattern, *none_when in READINGS:
         found = re.search(pattern, outputs[number])
-        if not found:
+        if found:
+            value = float(found.group(1))
+            value = int(value) if value.is_integer() else value
+        elif none_when and re.search(none_when[0], outputs[number]):
+            value = None
+        else:
             raise SystemExit(f"notebook {number} printed nothing that matches {pattern!r}")
-        value = float(found.group(1))
         group, _, field = key.rpartition("/")
-        (run.setdefault(group, {}) if group else run)[field] = int(value) if value.is_integer() else value
+        (run.setdefault(group, {}) if group else run)[field] = value
     return run
 
 

@@ -14,7 +14,7 @@ config and seed, up to four at once, on a lent H100):
 ``--profile smoke --configs test`` checks the code path on a CPU in seconds.
 Results: ``results/time_to_accuracy_sweep_h100.json``, ``results/course_recipe_lr_h100.json``,
 ``results/time_to_accuracy_lr_v4_h100.json``, ``results/time_to_accuracy_ceiling_h100.json``,
-``results/time_to_accuracy_recipes_v4_h100.json``.
+``results/time_to_accuracy_recipes_v4_h100.json``, ``results/time_to_accuracy_longer_v4_h100.json``.
 """
 
 from __future__ import annotations
