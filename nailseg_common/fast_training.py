@@ -15,11 +15,12 @@ from pytorch_lightning.callbacks import Callback
 from torch.profiler import ProfilerActivity
 from torch.utils.flop_counter import FlopCounterMode
 
+from nailseg_common.benchmark import Pipeline
 from nailseg_common.clock import synchronized_now
 from nailseg_common.models import LitNailSegmentation
 from nailseg_common.paths import DataLocation
 from nailseg_common.profiles import Profile
-from nailseg_common.timing import without_validation_hint
+from nailseg_common.timing import measure_training, without_validation_hint
 from nailseg_common.training import make_trainer
 
 
@@ -175,6 +176,20 @@ def time_to_accuracy(model: FastNailSegmentation, datamodule: pl.LightningDataMo
             "steps_to_target": reached["step"] if reached else None,
             "best_iou": max((row["val_iou"] for row in clock.history), default=float("nan")),
             "steps": trainer.global_step, "history": clock.history}
+
+
+def pipeline_rates(pipelines: list[Pipeline], profile: Profile, model: FastNailSegmentation,
+                   bound_img_s: float, windows: int) -> pd.DataFrame:
+    """Training images/s of ``model`` (compiled once) fed by each of ``pipelines``, in
+    ``windows`` windows of ``profile.bench_steps`` steps, and its ratio to ``bound_img_s``."""
+    rows = {}
+    for pipeline in pipelines:
+        augmentation = pipeline.make_augmentation() if pipeline.make_augmentation else None
+        result = measure_training(pipeline.make_loader(), profile, profile.bench_steps // 3,
+                                  profile.bench_steps, windows, augmentation, make_model=reuse(model))
+        rows[pipeline.name] = {"train img/s": result["img_s"], "min": result["img_s_min"],
+                               "max": result["img_s_max"], "ratio to bound": result["img_s"] / bound_img_s}
+    return pd.DataFrame(rows).T
 
 
 KERNEL_GROUPS = [  # first match wins; names of CUDA kernels and of CPU operators

@@ -549,21 +549,36 @@ if seeds:
 # A pipeline that kept up with 02's step may not keep up with this one. Each pipeline
 # below trains the same compiled model at the faster step, in `pipeline_windows` short
 # windows, and its images per second are divided by the faster step's bound (the last row
-# of the ladder above). The dots are the ratios to 02's step from notebook 05's committed run.
+# of the ladder above), by `pipeline_rates`. The dots are the ratios to 02's step from notebook
+# 05's committed run.
+
+# %%
+#| export fast_training
+import pandas as pd
+
+from nailseg_common.benchmark import Pipeline
+from nailseg_common.timing import measure_training
+
+
+def pipeline_rates(pipelines: list[Pipeline], profile: Profile, model: FastNailSegmentation,
+                   bound_img_s: float, windows: int) -> pd.DataFrame:
+    """Training images/s of ``model`` (compiled once) fed by each of ``pipelines``, in
+    ``windows`` windows of ``profile.bench_steps`` steps, and its ratio to ``bound_img_s``."""
+    rows = {}
+    for pipeline in pipelines:
+        augmentation = pipeline.make_augmentation() if pipeline.make_augmentation else None
+        result = measure_training(pipeline.make_loader(), profile, profile.bench_steps // 3,
+                                  profile.bench_steps, windows, augmentation, make_model=reuse(model))
+        rows[pipeline.name] = {"train img/s": result["img_s"], "min": result["img_s_min"],
+                               "max": result["img_s_max"], "ratio to bound": result["img_s"] / bound_img_s}
+    return pd.DataFrame(rows).T
+
 
 # %%
 if run_pipelines:
-    bound = steps["img/s"].iloc[-1]
-    live = {}
-    for pipeline in default_pipelines(fast, data, workers=[cfg.num_workers]):
-        if pipeline.family in ("albumentations", "kornia", "dali"):
-            augmentation = pipeline.make_augmentation() if pipeline.make_augmentation else None
-            result = measure_training(pipeline.make_loader(), fast, fast.bench_steps // 3,
-                                      fast.bench_steps, pipeline_windows, augmentation,
-                                      make_model=reuse(model))
-            live[pipeline.name] = {"train img/s": result["img_s"], "min": result["img_s_min"],
-                                   "max": result["img_s_max"], "ratio to bound": result["img_s"] / bound}
-    table = pd.DataFrame(live).T
+    pipelines = [pipeline for pipeline in default_pipelines(fast, data, workers=[cfg.num_workers])
+                 if pipeline.family in ("albumentations", "kornia", "dali")]
+    table = pipeline_rates(pipelines, fast, model, steps["img/s"].iloc[-1], pipeline_windows)
     if old:
         table["ratio to bound, 02's step (05's committed run)"] = pd.Series(
             {name: p["train_ratio_to_bound"] for name, p in old["pipelines"].items()})

@@ -14,6 +14,7 @@ from nailseg_common.synthetic import GENERATOR_VERSION
 from tools import (
     fine_tune_batchnorm,
     first_step_by_layout,
+    pipelines_by_workers,
     profile_fine_tune,
     ship_model,
     time_to_accuracy_seeds,
@@ -162,3 +163,27 @@ def test_committed_time_to_accuracy_summary_follows_from_its_runs():
                                                        summary["target_s"])
     assert {"seed", "reached", "seconds_to_target", "steps_to_target", "best_iou",
             "compile_s"} <= set(committed["runs"][0])
+
+
+def test_pipelines_by_workers_measures_every_pipeline_against_the_bound_of_the_same_run(tmp_path):
+    out = tmp_path / "pipelines.json"
+    results = pipelines_by_workers.main(["--profile", "smoke", "--workers", "0,1", "--windows", "1",
+                                         "--out", str(out)])
+    assert json.loads(out.read_text()) == results
+    rows = results["pipelines"]
+    assert {"albumentations_w0", "albumentations_w1", "kornia"} <= set(rows)
+    assert all(row["ratio to bound"] == row["train img/s"] / results["bound"]["img_s"] for row in rows.values())
+    assert rows["albumentations_w1"]["loader img/s"] > 0 and "loader img/s" not in rows["kornia"]
+
+
+def albumentations_row(workers, ratio, loader):
+    return {"family": "albumentations", "workers": workers, "ratio to bound": ratio, "loader img/s": loader}
+
+
+def test_workers_to_reach_reads_the_curve_and_extrapolates_only_the_loader():
+    rows = {"a2": albumentations_row(2, 0.5, 200.0), "a4": albumentations_row(4, 0.92, 400.0),
+            "k": {"family": "kornia", "workers": 2, "ratio to bound": 0.95}}
+    assert pipelines_by_workers.workers_to_reach(rows, 1000.0, 0.9) == {
+        "ratio": 0.9, "measured": 4, "extrapolated_from_loader": 9.0}
+    below = pipelines_by_workers.workers_to_reach({"a2": albumentations_row(2, 0.5, 200.0)}, 1000.0, 0.9)
+    assert below["measured"] is None and below["extrapolated_from_loader"] == 9.0
