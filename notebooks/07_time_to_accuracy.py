@@ -460,7 +460,7 @@ model.load_state_dict(initial)
 run = time_to_accuracy(model, training_datamodule(data, fast), fast, target_iou)
 outcome = (f"IoU {target_iou} after {run['seconds_to_target']:.1f} s "
            f"({run['steps_to_target']} steps)" if run["reached"]
-           else f"never reached IoU {target_iou} (best {run['best_iou']:.3f})")
+           else f"never reached IoU {target_iou} (best {run['best_iou']:.4f})")
 print(f"{fast.max_steps}-step schedule: {outcome}; fit {run['fit_s']:.1f} s, "
       f"compilation {compile_s:.1f} s apart")
 plot_iou_curves({f"{fast.max_steps} steps, batch {fast.batch_size}": run["history"]}, target_iou,
@@ -480,7 +480,7 @@ if run["reached"]:
           f"{time_budget_s:g} s on an H100: {'met' if seconds <= time_budget_s else 'missed'}, "
           f"by {abs(seconds - time_budget_s):.1f} s ({seconds / time_budget_s:.2f} × the budget)")
 else:
-    print(f"IoU {target_iou} not reached in {fast.max_steps} steps (best {run['best_iou']:.3f}): "
+    print(f"IoU {target_iou} not reached in {fast.max_steps} steps (best {run['best_iou']:.4f}): "
           + ("missed on this GPU" if on_gpu else "expected, a CPU profile trains far too briefly"))
 fastest = steps.iloc[-1]
 if old and not on_gpu:
@@ -592,9 +592,10 @@ if run_pipelines:
 # %% [markdown]
 # The lesson of the course about input pipelines: "fast enough" is relative to the step.
 # Albumentations on CPU workers is bounded by the CPU cores, whatever the GPU does, so every
-# gain of the step widens its gap. Kornia shares the GPU with the step: its cost per image is
-# fixed, so its share grows as the step shrinks. DALI also runs on the GPU, but its
-# operators are few, batched and overlap with the step through its prefetch queue.
+# gain of the step widens its gap (`python -m tools.pipelines_by_workers` measures the curve
+# over worker counts, and the loader alone beside it). Kornia shares the GPU with the step:
+# its cost per image is fixed, so its share grows as the step shrinks. DALI also runs on the
+# GPU, but its operators are few, batched and overlap with the step through its prefetch queue.
 #
 # ## Where the time goes: a profile of the fastest step
 #
