@@ -22,16 +22,12 @@ import datetime
 import os
 import sys
 
-import pytorch_lightning as pl
-
 from nailseg_common.atomic import write_json
 from nailseg_common.benchmark import default_pipelines
 from nailseg_common.environment import device_description, library_versions
-from nailseg_common.fast_training import pipeline_rates, training_datamodule, warm_up
-from nailseg_common.preparation import ensure_prepared
-from nailseg_common.profiles import select_profile
+from nailseg_common.fast_training import pipeline_rates
 from nailseg_common.timing import measure_loader
-from tools.time_to_accuracy_seeds import faster_recipe, fastest_step, new_model
+from tools.time_to_accuracy_seeds import fastest_step, recipe_of, warmed_up_model
 
 FAMILIES = ("albumentations", "kornia", "dali")
 
@@ -58,12 +54,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--windows", type=int, default=3, help="timing windows per measurement")
     parser.add_argument("--ratio", type=float, default=0.9, help="the ratio to the bound to reach")
     args = parser.parse_args(argv)
-    cfg = select_profile(args.profile)
-    data = ensure_prepared(cfg, None, progress=False)
-    fast = faster_recipe(cfg, data)
-    pl.seed_everything(0, verbose=False)
-    model = new_model(cfg, fast)
-    compile_s = warm_up(model, training_datamodule(data, fast), fast)
+    cfg, data, fast = recipe_of(args.profile)
+    model, compile_s = warmed_up_model(cfg, fast, data, seed=0)
     bound = fastest_step(fast, data, model, args.windows)
     workers = sorted({min(int(count), os.cpu_count() or 1) for count in args.workers.split(",")})
     pipelines = [pipeline for pipeline in default_pipelines(fast, data, workers=workers)

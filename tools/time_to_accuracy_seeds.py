@@ -60,12 +60,26 @@ def new_model(cfg: Profile, fast: Profile) -> FastNailSegmentation:
                                 fused_optimizer=cfg.accelerator == "gpu")
 
 
+def recipe_of(profile_name: str) -> tuple[Profile, DataLocation, Profile]:
+    """The profile, its prepared data and 07's faster recipe of it."""
+    cfg = select_profile(profile_name)
+    data = ensure_prepared(cfg, None, progress=False)
+    return cfg, data, faster_recipe(cfg, data)
+
+
+def warmed_up_model(cfg: Profile, fast: Profile, data: DataLocation,
+                    seed: int) -> tuple[FastNailSegmentation, float]:
+    """07's model from the weights of ``seed``, compiled and autotuned by ``warm_up`` on the
+    batches of ``seed``, and the seconds that took."""
+    pl.seed_everything(seed, workers=True, verbose=False)
+    model = new_model(cfg, fast)
+    return model, warm_up(model, training_datamodule(data, fast, seed), fast)
+
+
 def run_seed(cfg: Profile, fast: Profile, data: DataLocation, seed: int,
              target_iou: float) -> tuple[dict, FastNailSegmentation]:
     """One timed run of 07's recipe from the weights and batches of ``seed``."""
-    pl.seed_everything(seed, workers=True, verbose=False)
-    model = new_model(cfg, fast)
-    compile_s = warm_up(model, training_datamodule(data, fast, seed), fast)
+    model, compile_s = warmed_up_model(cfg, fast, data, seed)
     run = time_to_accuracy(model, training_datamodule(data, fast, seed), fast, target_iou)
     record = {"seed": seed, "compile_s": compile_s, **run}
     return {field: record[field] for field in RUN_FIELDS}, model
@@ -135,9 +149,7 @@ def main(argv: list[str] | None = None) -> dict | None:
     parser.add_argument("--target-s", type=float, default=20.0, help="the time to meet, in seconds")
     parser.add_argument("--windows", type=int, default=3, help="timing windows of the fastest step")
     args = parser.parse_args(argv)
-    cfg = select_profile(args.profile)
-    data = ensure_prepared(cfg, None, progress=False)
-    fast = faster_recipe(cfg, data)
+    cfg, data, fast = recipe_of(args.profile)
     model = None
     for seed in [int(seed) for seed in args.seeds.split(",") if seed]:
         run, model = run_seed(cfg, fast, data, seed, args.target_iou)
@@ -147,9 +159,7 @@ def main(argv: list[str] | None = None) -> dict | None:
             lines.write(json.dumps(run) + "\n")
     if args.report:
         if model is None:  # no seed in this call: a model compiled here for the step
-            pl.seed_everything(0, verbose=False)
-            model = new_model(cfg, fast)
-            warm_up(model, training_datamodule(data, fast), fast)
+            model, _ = warmed_up_model(cfg, fast, data, seed=0)
         step = fastest_step(fast, data, model, args.windows)
         runs = sorted((json.loads(line) for line in args.runs.read_text().splitlines()),
                       key=lambda run: run["seed"])
