@@ -18,7 +18,9 @@ count) is given instead, marked as such:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
+import functools
 import os
 import sys
 
@@ -58,7 +60,9 @@ def main(argv: list[str] | None = None) -> dict:
     model, compile_s = warmed_up_model(cfg, fast, data, seed=0)
     bound = fastest_step(fast, data, model, args.windows)
     workers = sorted({min(int(count), os.cpu_count() or 1) for count in args.workers.split(",")})
-    pipelines = [pipeline for pipeline in default_pipelines(fast, data, workers=workers)
+    # each loader built once, shared by the training and the loader-alone measurements
+    pipelines = [dataclasses.replace(pipeline, make_loader=functools.cache(pipeline.make_loader))
+                 for pipeline in default_pipelines(fast, data, workers=workers)
                  if pipeline.family in FAMILIES]
     rows = pipeline_rates(pipelines, fast, model, bound["img_s"], args.windows).to_dict("index")
     steps = fast.bench_steps
