@@ -19,6 +19,7 @@ from nailseg_common.benchmark import Pipeline
 from nailseg_common.clock import synchronized_now
 from nailseg_common.models import LitNailSegmentation
 from nailseg_common.paths import DataLocation
+from nailseg_common.preparation import fit_batch_to_split
 from nailseg_common.profiles import Profile
 from nailseg_common.timing import measure_training, without_validation_hint
 from nailseg_common.training import make_trainer
@@ -56,6 +57,21 @@ class FastNailSegmentation(LitNailSegmentation):
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
         return {"optimizer": optimizer,
                 "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+def faster_recipe(profile: Profile, location: DataLocation) -> Profile:
+    """``profile`` with its faster batch, peak learning rate and schedule in place of the
+    course's (the batch no larger than the training split of ``location``)."""
+    return fit_batch_to_split(dataclasses.replace(
+        profile, batch_size=profile.fast_batch_size, lr=profile.fast_lr,
+        max_steps=profile.fast_max_steps), location)
+
+
+def recipe_model(profile: Profile) -> FastNailSegmentation:
+    """The module of ``profile``'s recipe, compiled if ``compile_model``, AdamW fused on a GPU."""
+    return FastNailSegmentation(encoder=profile.encoder, lr=profile.lr, max_steps=profile.max_steps,
+                                warmup_steps=profile.warmup_steps, compile_model=profile.compile_model,
+                                fused_optimizer=profile.accelerator == "gpu")
 
 
 DATASHEET_BF16_TFLOPS = {"H100": 989.4, "H200": 989.4}  # dense, SXM, without sparsity
@@ -176,6 +192,13 @@ def time_to_accuracy(model: FastNailSegmentation, datamodule: pl.LightningDataMo
             "steps_to_target": reached["step"] if reached else None,
             "best_iou": max((row["val_iou"] for row in clock.history), default=float("nan")),
             "steps": trainer.global_step, "history": clock.history}
+
+
+def seconds_to_level(runs: list[dict], level: float) -> list[float]:
+    """Each run's seconds to its first validation with IoU ≥ ``level`` (from its ``history``);
+    ``math.inf`` for a run that never reaches it: slower than every run that does."""
+    return [next((row["seconds"] for row in run["history"] if row["val_iou"] >= level), math.inf)
+            for run in runs]
 
 
 def pipeline_rates(pipelines: list[Pipeline], profile: Profile, model: FastNailSegmentation,

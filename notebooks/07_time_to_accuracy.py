@@ -64,7 +64,6 @@
 # > come from the `gpu` profile on an H100; the published edition of this notebook holds them.
 
 # %%
-import dataclasses
 import functools
 import json
 import math
@@ -78,7 +77,6 @@ from nailseg_common.benchmark import default_pipelines, load_results, results_la
 from nailseg_common.dali_pipelines import dali_status
 from nailseg_common.paths import REPO_ROOT
 from nailseg_common.plots import plot_iou_curves, plot_ratio_change, plot_step_ladder
-from nailseg_common.preparation import fit_batch_to_split
 from nailseg_common.timing import measure_training, resident_batches
 
 # %% tags=["parameters"]
@@ -120,12 +118,6 @@ cfg, data = start(profile, data_root, num_images=num_images, image_size=image_si
                   warmup_steps=warmup_steps, fast_max_steps=fast_max_steps,
                   val_every_n_epochs=val_every_n_epochs, bench_steps=bench_steps)
 on_gpu = cfg.accelerator == "gpu"
-fast = fit_batch_to_split(dataclasses.replace(
-    cfg, batch_size=cfg.fast_batch_size, lr=cfg.fast_lr, max_steps=cfg.fast_max_steps), data)
-print(f"the course's step: batch {cfg.batch_size}, lr {cfg.lr}; the faster recipe: batch "
-      f"{fast.batch_size}, peak lr {fast.lr}, {cfg.warmup_steps} warm-up steps, "
-      f"{fast.max_steps} steps, validation every {cfg.val_every_n_epochs} epoch(s), "
-      f"compile {cfg.compile_model}")
 print(dali_status())
 
 # %%
@@ -199,6 +191,44 @@ class FastNailSegmentation(LitNailSegmentation):
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
         return {"optimizer": optimizer,
                 "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+# %% [markdown]
+# The faster recipe is a profile too: `faster_recipe` swaps in the profile's faster batch,
+# peak learning rate and schedule (the batch fitted to a small training split), and
+# `recipe_model` builds the module of such a profile. Every timed run below, and
+# `tools/time_to_accuracy_seeds.py`, start from these two.
+
+# %%
+#| export fast_training
+import dataclasses
+
+from nailseg_common.paths import DataLocation
+from nailseg_common.preparation import fit_batch_to_split
+from nailseg_common.profiles import Profile
+
+
+def faster_recipe(profile: Profile, location: DataLocation) -> Profile:
+    """``profile`` with its faster batch, peak learning rate and schedule in place of the
+    course's (the batch no larger than the training split of ``location``)."""
+    return fit_batch_to_split(dataclasses.replace(
+        profile, batch_size=profile.fast_batch_size, lr=profile.fast_lr,
+        max_steps=profile.fast_max_steps), location)
+
+
+def recipe_model(profile: Profile) -> FastNailSegmentation:
+    """The module of ``profile``'s recipe, compiled if ``compile_model``, AdamW fused on a GPU."""
+    return FastNailSegmentation(encoder=profile.encoder, lr=profile.lr, max_steps=profile.max_steps,
+                                warmup_steps=profile.warmup_steps, compile_model=profile.compile_model,
+                                fused_optimizer=profile.accelerator == "gpu")
+
+
+# %%
+fast = faster_recipe(cfg, data)
+print(f"the course's step: batch {cfg.batch_size}, lr {cfg.lr}; the faster recipe: batch "
+      f"{fast.batch_size}, peak lr {fast.lr}, {fast.warmup_steps} warm-up steps, "
+      f"{fast.max_steps} steps, validation every {fast.val_every_n_epochs} epoch(s), "
+      f"compile {fast.compile_model}")
 
 
 # %% [markdown]
@@ -417,9 +447,7 @@ def time_to_accuracy(model: FastNailSegmentation, datamodule: pl.LightningDataMo
 
 # %%
 pl.seed_everything(0, workers=True, verbose=False)
-model = FastNailSegmentation(encoder=fast.encoder, lr=fast.lr, max_steps=fast.max_steps,
-                             warmup_steps=cfg.warmup_steps, compile_model=cfg.compile_model,
-                             fused_optimizer=on_gpu)
+model = recipe_model(fast)
 compile_s = warm_up(model, training_datamodule(data, fast), fast)
 initial = {key: value.clone() for key, value in model.state_dict().items()}
 print(f"compilation and autotuning: {compile_s:.1f} s, apart from every measurement"
@@ -526,16 +554,23 @@ else:
 # `time_budget_s`.
 
 # %%
-def first_reaching(history: list[dict], level: float) -> dict | None:
-    return next((row for row in history if row["val_iou"] >= level), None)
+#| export fast_training
+import math
 
 
+def seconds_to_level(runs: list[dict], level: float) -> list[float]:
+    """Each run's seconds to its first validation with IoU ≥ ``level`` (from its ``history``);
+    ``math.inf`` for a run that never reaches it: slower than every run that does."""
+    return [next((row["seconds"] for row in run["history"] if row["val_iou"] >= level), math.inf)
+            for run in runs]
+
+
+# %%
 if seeds:
     top = seeds["summary"]["target_iou"]  # the runs stop there: higher levels are not in them
     levels, reaching = {}, f"seeds reaching it (of {len(seeds['runs'])})"
     for level in sorted({*(level for level in iou_levels if level < top), top}):
-        hits = [first_reaching(run["history"], level) for run in seeds["runs"]]
-        seconds = pd.Series([hit["seconds"] if hit else math.inf for hit in hits])
+        seconds = pd.Series(seconds_to_level(seeds["runs"], level))
         reached = seconds[seconds < math.inf]
         levels[f"IoU {level:.2f}"] = {reaching: len(reached), "median s": seconds.median(),
                                       "fastest s": reached.min(), "slowest s": reached.max()}

@@ -141,8 +141,14 @@ def test_time_to_accuracy_seeds_appends_each_seed_and_reports_them_all(tmp_path)
 
 
 def seed_run(seed, seconds=None, best_iou=0.86):
+    """A run whose history reaches 0.85 at ``seconds`` (never, when None), after a validation
+    below it."""
+    history = [{"seconds": 1.0, "step": 20, "val_iou": 0.5}]
+    if seconds is not None:
+        history.append({"seconds": seconds, "step": int(seconds * 20), "val_iou": best_iou})
     return {"seed": seed, "reached": seconds is not None, "seconds_to_target": seconds,
-            "steps_to_target": seconds and int(seconds * 20), "best_iou": best_iou, "compile_s": 1.0}
+            "steps_to_target": seconds and int(seconds * 20), "best_iou": best_iou, "compile_s": 1.0,
+            "history": history}
 
 
 def test_time_to_accuracy_summary_counts_a_seed_that_never_reached_as_the_slowest():

@@ -20,7 +20,6 @@ batches) and writes the results file from every run in ``--runs``:
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import json
 import math
@@ -34,30 +33,21 @@ from nailseg_common.benchmark import train_loader_of
 from nailseg_common.environment import device_description, library_versions
 from nailseg_common.fast_training import (
     FastNailSegmentation,
+    faster_recipe,
+    recipe_model,
     reuse,
+    seconds_to_level,
     time_to_accuracy,
     training_datamodule,
     warm_up,
 )
 from nailseg_common.paths import DataLocation
-from nailseg_common.preparation import ensure_prepared, fit_batch_to_split
+from nailseg_common.preparation import ensure_prepared
 from nailseg_common.profiles import Profile, select_profile
 from nailseg_common.timing import measure_training, resident_batches
 
 RUN_FIELDS = ("seed", "reached", "seconds_to_target", "steps_to_target", "best_iou", "compile_s",
               "fit_s", "steps", "history")
-
-
-def faster_recipe(cfg: Profile, data: DataLocation) -> Profile:
-    """The profile of 07's timed run: the faster batch, learning rate and schedule."""
-    return fit_batch_to_split(dataclasses.replace(
-        cfg, batch_size=cfg.fast_batch_size, lr=cfg.fast_lr, max_steps=cfg.fast_max_steps), data)
-
-
-def new_model(cfg: Profile, fast: Profile) -> FastNailSegmentation:
-    return FastNailSegmentation(encoder=fast.encoder, lr=fast.lr, max_steps=fast.max_steps,
-                                warmup_steps=cfg.warmup_steps, compile_model=cfg.compile_model,
-                                fused_optimizer=cfg.accelerator == "gpu")
 
 
 def recipe_of(profile_name: str) -> tuple[Profile, DataLocation, Profile]:
@@ -72,7 +62,7 @@ def warmed_up_model(cfg: Profile, fast: Profile, data: DataLocation,
     """07's model from the weights of ``seed``, compiled and autotuned by ``warm_up`` on the
     batches of ``seed``, and the seconds that took."""
     pl.seed_everything(seed, workers=True, verbose=False)
-    model = new_model(cfg, fast)
+    model = recipe_model(fast)
     return model, warm_up(model, training_datamodule(data, fast, seed), fast)
 
 
@@ -100,7 +90,7 @@ def summarise(runs: list[dict], target_iou: float, target_s: float) -> dict:
     """Median and range of the time to target (a seed that never reached it counts as
     slower than every seed that did), of the steps, best IoU and compilation."""
     reached = [run for run in runs if run["reached"]]
-    seconds = [run["seconds_to_target"] if run["reached"] else math.inf for run in runs]
+    seconds = seconds_to_level(runs, target_iou)
     median_s = statistics.median(seconds)
     summary = {"seeds": len(runs), "reached": len(reached), "target_iou": target_iou,
                "target_s": target_s,
