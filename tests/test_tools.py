@@ -3,6 +3,7 @@ code they call shows here, not first on a lent GPU."""
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -19,6 +20,7 @@ from tools import (
     ship_model,
     time_to_accuracy_seeds,
     transfer_held_out_style,
+    where_iou_is_lost,
 )
 
 
@@ -193,3 +195,41 @@ def test_workers_to_reach_reads_the_curve_and_extrapolates_only_the_loader():
         "ratio": 0.9, "measured": 4, "extrapolated_from_loader": 9.0}
     below = pipelines_by_workers.workers_to_reach({"a2": albumentations_row(2, 0.5, 200.0)}, 1000.0, 0.9)
     assert below["measured"] is None and below["extrapolated_from_loader"] == 9.0
+
+
+def square(size=12, side=4, at=4):
+    mask = torch.zeros(1, 1, size, size)
+    mask[..., at:at + side, at:at + side] = 1.0
+    return mask
+
+
+def test_one_pixel_of_outline_costs_a_small_nail_its_share_of_the_iou():
+    nail = square()  # 4 × 4: one pixel larger is 6 × 6, one pixel smaller 2 × 2
+    assert where_iou_is_lost.iou_of(where_iou_is_lost.grown(nail, 1), nail).item() == pytest.approx(16 / 36)
+    assert where_iou_is_lost.iou_of(where_iou_is_lost.grown(nail, -1), nail).item() == pytest.approx(4 / 16)
+
+
+def test_error_split_corrects_the_outline_and_the_objects_separately():
+    label = square()
+    predicted = where_iou_is_lost.grown(label, 1)  # an outline one pixel off ...
+    predicted[..., 0, 11] = 1.0  # ... and a false nail far from it
+    split = {key: value.item() for key, value in where_iou_is_lost.error_split(predicted, label, 2).items()}
+    assert split["iou"] == pytest.approx(16 / 37)
+    assert split["iou_outline_fixed"] == pytest.approx(16 / 17)  # the false nail is left
+    assert split["iou_objects_fixed"] == pytest.approx(16 / 36)  # the outline is left
+    assert split["outline_error_share"] == pytest.approx(20 / 21)
+
+
+def test_where_iou_is_lost_scores_every_validation_image_by_type_and_size(tmp_path):
+    out, predictions = tmp_path / "lost.json", tmp_path / "predictions.npz"
+    results = where_iou_is_lost.main(["--profile", "smoke", "--out", str(out),
+                                      "--predictions", str(predictions)])
+    assert json.loads(out.read_text()) == json.loads(json.dumps(results))
+    for name in ("plain", "flip_averaged"):
+        scores = results[name]
+        assert scores["iou_outline_fixed"] >= scores["iou"] and scores["iou_objects_fixed"] >= scores["iou"]
+        assert sum(group["images"] for group in scores["by_type"].values()) == \
+            sum(group["images"] for group in scores["by_size"].values()) > 0
+    assert results["steps"] == 2 and results["history"]
+    saved = np.load(predictions)
+    assert np.unpackbits(saved["plain"]).size >= np.prod(saved["shape"])
