@@ -26,6 +26,7 @@ import math
 import time
 
 import pytorch_lightning as pl
+import segmentation_models_pytorch as smp
 import torch
 import torch.nn.functional as F
 from pytorch_lightning.callbacks import Callback
@@ -34,6 +35,7 @@ from nailseg_common.cache import ensure_cache, load_cache
 from nailseg_common.fast_training import AccuracyClock, FastNailSegmentation, warm_up
 from nailseg_common.gpu_augmentation import KorniaAugmentation
 from nailseg_common.losses import soft_dice_loss
+from nailseg_common.models import to_unit_float
 from nailseg_common.policy import POLICY
 from nailseg_common.preparation import ensure_prepared
 from nailseg_common.profiles import select_profile
@@ -92,8 +94,17 @@ class Resident(pl.LightningDataModule):
 
 
 class Recipe(FastNailSegmentation):
-    def __init__(self, *, flip_tta=False, lovasz=True, **kwargs):
+    """07's module with the sweep's knobs; ``decoder_interpolation`` rebuilds the U-Net with
+    smp's upsampling mode (before compiling it)."""
+
+    def __init__(self, *, flip_tta=False, lovasz=True, decoder_interpolation="nearest",
+                 compile_model=False, **kwargs):
         super().__init__(**kwargs)
+        if decoder_interpolation != "nearest":
+            self.model = smp.Unet(encoder_name=self.hparams.encoder, encoder_weights=None, in_channels=3,
+                                  classes=1, decoder_interpolation=decoder_interpolation)
+        if compile_model:
+            self.model.compile()
 
     def _loss(self, logits, label):
         if self.hparams.lovasz:
@@ -106,6 +117,41 @@ class Recipe(FastNailSegmentation):
         if self.hparams.flip_tta and not self.training:
             logits = 0.5 * (logits + super().forward(image.flip(-1)).flip(-1))
         return logits
+
+
+class BilinearLabelPolicy(torch.nn.Module):
+    """The policy with the label resampled bilinearly and thresholded at 0.5 by the flips and
+    the affine (notebook 03's fused module resamples it to the nearest pixel), then the
+    policy's photometric ops by that module."""
+
+    def __init__(self, seed):
+        super().__init__()
+        self.seed, self.generators = seed, {}
+        self.photometric = KorniaAugmentation({k: v for k, v in POLICY.items() if not v.geometric},
+                                              seed=seed + 1)
+
+    @torch.no_grad()
+    def forward(self, image, label):
+        image, label = to_unit_float(image), label.float()
+        device = str(image.device)
+        if device not in self.generators:
+            self.generators[device] = torch.Generator(image.device).manual_seed(self.seed)
+        u = torch.rand(image.shape[0], 7, device=image.device, generator=self.generators[device])
+        q, flips = POLICY["affine"].params, [POLICY["horizontal_flip"], POLICY["vertical_flip"]]
+        flip_x, flip_y = (torch.where(u[:, i] < op.probability, -1.0, 1.0) for i, op in enumerate(flips))
+        on = u[:, 2] < POLICY["affine"].probability
+        angle = torch.where(on, torch.deg2rad((2 * u[:, 3] - 1) * q["rotate_deg"]), 0.0)
+        scale = torch.where(on, q["scale"][0] + (q["scale"][1] - q["scale"][0]) * u[:, 4], 1.0)
+        shift_x, shift_y = (torch.where(on, (2 * u[:, i] - 1) * 2 * q["translate"], 0.0) for i in (5, 6))
+        cos, sin = torch.cos(angle) / scale, torch.sin(angle) / scale  # square images: p_in =
+        a, b, c, d = flip_x * cos, flip_x * sin, -flip_y * sin, flip_y * cos  # F·R(-angle)/scale·(p_out - shift)
+        theta = torch.stack([torch.stack([a, b, -(a * shift_x + b * shift_y)], -1),
+                             torch.stack([c, d, -(c * shift_x + d * shift_y)], -1)], -2)
+        grid = F.affine_grid(theta, list(label.shape), align_corners=False)
+        image = F.grid_sample(image, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+        label = (F.grid_sample(label, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+                 > 0.5).float()
+        return self.photometric(image, label)
 
 
 class EMAWeights(Callback):
@@ -139,7 +185,8 @@ class EMAWeights(Callback):
 
 
 BASE = {"crop": None, "batch": 60, "lr": 2e-3, "warmup": 50, "steps": 1500, "val_every": 3, "ema": None, "tta": False,
-            "policy": "full", "lovasz": True, "crop_until": None, "target": 0.85}
+            "policy": "full", "lovasz": True, "crop_until": None, "target": 0.85,
+            "decoder_interpolation": "nearest", "label_resample": "nearest"}
 CONFIGS = {
     "base384": {},
     "c256": {"crop": 256},
@@ -164,6 +211,9 @@ CONFIGS = {
     "b120_s750": {"batch": 120, "lr": 3e-3, "steps": 750, "warmup": 25},
     "c256_s2500": {"crop": 256, "steps": 2500},
     "s2000": {"steps": 2000},
+    "bilinear_decoder": {"decoder_interpolation": "bilinear"},
+    "bilinear_labels": {"label_resample": "bilinear"},
+    "bilinear_both": {"decoder_interpolation": "bilinear", "label_resample": "bilinear"},
     "ceiling_lr2e-3": {"steps": 3000, "target": None},
     "ceiling_lr1e-3": {"steps": 3000, "lr": 1e-3, "target": None},
     "course_lr1e-3": {"batch": 32, "lr": 1e-3, "warmup": 0, "steps": 1800, "target": None},
@@ -171,6 +221,8 @@ CONFIGS = {
     "course_lr5e-4": {"batch": 32, "lr": 5e-4, "warmup": 0, "steps": 1800, "target": None},
     "course_lr7e-4": {"batch": 32, "lr": 7e-4, "warmup": 0, "steps": 1800, "target": None},
     "test": {"crop": 48, "batch": 8, "steps": 4, "warmup": 1, "ema": 0.9, "tta": True, "val_every": 1, "lovasz": False},
+    "test_bilinear": {"batch": 8, "steps": 4, "warmup": 1, "val_every": 1, "decoder_interpolation": "bilinear",
+                      "label_resample": "bilinear"},
 }
 
 
@@ -197,8 +249,9 @@ def run(cfg, tensors, name, knobs, seed, compile_model):
     pl.seed_everything(seed, workers=True, verbose=False)
     model = Recipe(encoder=cfg.encoder, lr=k["lr"], max_steps=k["steps"], warmup_steps=k["warmup"],
                    compile_model=compile_model, fused_optimizer=True, flip_tta=k["tta"],
-                   lovasz=k["lovasz"])
-    model.gpu_augmentation = KorniaAugmentation(policy_of(k["policy"]), seed=seed)
+                   lovasz=k["lovasz"], decoder_interpolation=k["decoder_interpolation"])
+    model.gpu_augmentation = (BilinearLabelPolicy(seed) if k["label_resample"] == "bilinear"
+                              else KorniaAugmentation(policy_of(k["policy"]), seed=seed))
     dm = Resident(tensors, k["batch"], seed, k["crop"], k["crop_until"])
     clock = AccuracyClock(target)
     callbacks = [clock] + ([EMAWeights(k["ema"])] if k["ema"] else [])
