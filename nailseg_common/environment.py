@@ -8,8 +8,11 @@ from importlib import metadata
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import torch
+
     from .profiles import Profile
 
+DATASHEET_BF16_TFLOPS = {"H100": 989.4, "H200": 989.4}  # dense, SXM, without sparsity
 LIBRARIES = ("torch", "torchvision", "pytorch-lightning", "segmentation-models-pytorch",
              "albumentations", "kornia", "nvidia-dali-cuda120", "numpy")
 
@@ -50,3 +53,13 @@ def environment_report(profile: Profile | None = None) -> str:
                      f"{profile.batch_size}, {profile.max_steps} steps, encoder "
                      f"{profile.encoder}, precision {profile.precision}")
     return "\n".join(lines)
+
+
+def datasheet_tflops(device: torch.device) -> float | None:
+    """The datasheet's dense bf16 TFLOP/s of a GPU of :data:`DATASHEET_BF16_TFLOPS`, else None."""
+    import torch
+
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((value for key, value in DATASHEET_BF16_TFLOPS.items() if key in name), None)

@@ -5,18 +5,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 import time
 
 import pandas as pd
 import pytorch_lightning as pl
 import torch
+import torch.nn.functional as F
 from pytorch_lightning.callbacks import Callback
-from torch.profiler import ProfilerActivity
 from torch.utils.flop_counter import FlopCounterMode
 
 from nailseg_common.benchmark import Pipeline
 from nailseg_common.clock import synchronized_now
+from nailseg_common.kernel_profile import KernelProfile, kernel_group
+from nailseg_common.metrics import per_image_iou
 from nailseg_common.models import LitNailSegmentation
 from nailseg_common.paths import DataLocation
 from nailseg_common.preparation import fit_batch_to_split
@@ -74,9 +75,6 @@ def recipe_model(profile: Profile) -> FastNailSegmentation:
                                 fused_optimizer=profile.accelerator == "gpu")
 
 
-DATASHEET_BF16_TFLOPS = {"H100": 989.4, "H200": 989.4}  # dense, SXM, without sparsity
-
-
 def training_flops_per_image(encoder: str, image_size: int, device: torch.device) -> dict:
     """FLOPs of the U-Net's forward and of forward + backward, for one image."""
     model = LitNailSegmentation(encoder=encoder).to(device)
@@ -100,14 +98,6 @@ def matmul_peak_tflops(device: torch.device, size: int = 8192, repeats: int = 10
     for _ in range(repeats):
         a @ b
     return 2 * size**3 * repeats / (synchronized_now(device) - start) / 1e12
-
-
-def datasheet_tflops(device: torch.device) -> float | None:
-    """The datasheet's dense bf16 TFLOP/s of a GPU this notebook knows, else None."""
-    if device.type != "cuda":
-        return None
-    name = torch.cuda.get_device_name(device)
-    return next((value for key, value in DATASHEET_BF16_TFLOPS.items() if key in name), None)
 
 
 def training_datamodule(location: DataLocation, profile: Profile,
@@ -201,6 +191,18 @@ def seconds_to_level(runs: list[dict], level: float) -> list[float]:
             for run in runs]
 
 
+def grown(mask: torch.Tensor, pixels: int) -> torch.Tensor:
+    """``B×1×H×W`` {0, 1} masks dilated by ``pixels`` (a square neighbourhood); negative erodes."""
+    if pixels < 0:
+        return 1.0 - grown(1.0 - mask, -pixels)
+    return F.max_pool2d(mask, 2 * pixels + 1, stride=1, padding=pixels) if pixels else mask
+
+
+def mask_iou(predicted: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
+    """Per-image hard IoU of {0, 1} masks (1 where both are empty), as validation scores it."""
+    return per_image_iou(2.0 * predicted - 1.0, label)  # logits > 0 exactly where predicted
+
+
 def pipeline_rates(pipelines: list[Pipeline], profile: Profile, model: FastNailSegmentation,
                    bound_img_s: float, windows: int) -> pd.DataFrame:
     """Training images/s of ``model`` (compiled once) fed by each of ``pipelines``, in
@@ -213,35 +215,6 @@ def pipeline_rates(pipelines: list[Pipeline], profile: Profile, model: FastNailS
         rows[pipeline.name] = {"train img/s": result["img_s"], "min": result["img_s_min"],
                                "max": result["img_s_max"], "ratio to bound": result["img_s"] / bound_img_s}
     return pd.DataFrame(rows).T
-
-
-KERNEL_GROUPS = [  # first match wins; names of CUDA kernels and of CPU operators
-    ("generated fused kernels (torch.compile)", r"triton"),
-    ("sort (Lovász hinge)", r"sort|radix"),
-    ("optimizer", r"adam|multi_tensor"),
-    ("convolutions and matrix products", r"conv|gemm|xmma|cutlass|wgmma|cudnn|mm|sm90"),
-]
-
-
-def kernel_group(name: str) -> str:
-    return next((group for group, pattern in KERNEL_GROUPS if re.search(pattern, name, re.IGNORECASE)),
-                "other elementwise, normalisation and copies")
-
-
-class KernelProfile(Callback):
-    """``torch.profiler`` over every training step of a ``fit`` but the first (``profiler``)."""
-
-    def __init__(self, on_gpu: bool):
-        self.profiler = torch.profiler.profile(
-            activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else []))
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if trainer.global_step == 1:
-            self.profiler.start()
-
-    def on_train_end(self, trainer, pl_module) -> None:
-        synchronized_now(pl_module.device)
-        self.profiler.stop()
 
 
 def profile_step(model: FastNailSegmentation, profile: Profile, resident, steps: int) -> pd.DataFrame:

@@ -12,6 +12,8 @@ from nailseg_common import run_logs
 from nailseg_common.fast_training import (
     AccuracyClock,
     FastNailSegmentation,
+    grown,
+    mask_iou,
     profile_step,
     reuse,
     warm_up,
@@ -144,3 +146,11 @@ def test_the_gpu_recipes_batch_divides_the_synthetic_split(monkeypatch):
     gpu = select_profile("gpu")
     train, valid = round(gpu.num_images * 0.8), round(gpu.num_images * 0.2)
     assert train % gpu.fast_batch_size == 0 and valid % gpu.fast_batch_size == 0
+
+
+def test_one_pixel_of_outline_costs_a_small_nail_its_share_of_the_iou():
+    nail = torch.zeros(1, 1, 12, 12)
+    nail[..., 4:8, 4:8] = 1.0  # 4 × 4: one pixel larger is 6 × 6, one pixel smaller 2 × 2
+    assert mask_iou(grown(nail, 1), nail).item() == pytest.approx(16 / 36)
+    assert mask_iou(grown(nail, -1), nail).item() == pytest.approx(4 / 16)
+    assert mask_iou(grown(nail, 0), nail).item() == 1.0

@@ -26,31 +26,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-import torch.nn.functional as F
 
 from nailseg_common.atomic import write_json
 from nailseg_common.cache import load_cache
 from nailseg_common.environment import device_description, library_versions
-from nailseg_common.fast_training import time_to_accuracy, training_datamodule
-from nailseg_common.metrics import per_image_iou
+from nailseg_common.fast_training import grown, mask_iou, time_to_accuracy, training_datamodule
 from nailseg_common.preparation import read_split
 from tools.time_to_accuracy_seeds import recipe_of, warmed_up_model
 
 SIZE_GROUPS = 4  # nail-share quartiles of the validation images
-
-
-def grown(mask: torch.Tensor, pixels: int) -> torch.Tensor:
-    """``B×1×H×W`` {0, 1} masks dilated by ``pixels`` (a square neighbourhood); negative erodes."""
-    if pixels == 0:
-        return mask
-    if pixels < 0:
-        return 1.0 - grown(1.0 - mask, -pixels)
-    return F.max_pool2d(mask, 2 * pixels + 1, stride=1, padding=pixels)
-
-
-def iou_of(predicted: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
-    """Per-image IoU of {0, 1} masks (1 where both are empty), as 07's validation scores it."""
-    return per_image_iou(2.0 * predicted - 1.0, label)  # logits > 0 exactly where predicted
 
 
 def error_split(predicted: torch.Tensor, label: torch.Tensor, band: int) -> dict[str, torch.Tensor]:
@@ -61,8 +45,8 @@ def error_split(predicted: torch.Tensor, label: torch.Tensor, band: int) -> dict
     outline_fixed = torch.where(near.bool(), label, predicted)
     objects_fixed = torch.where(near.bool(), predicted, label)
     errors = wrong.flatten(1).sum(1)
-    return {"iou": iou_of(predicted, label), "iou_outline_fixed": iou_of(outline_fixed, label),
-            "iou_objects_fixed": iou_of(objects_fixed, label),
+    return {"iou": mask_iou(predicted, label), "iou_outline_fixed": mask_iou(outline_fixed, label),
+            "iou_objects_fixed": mask_iou(objects_fixed, label),
             "outline_error_share": torch.where(errors > 0, (wrong * near).flatten(1).sum(1)
                                                / errors.clamp_min(1), torch.zeros_like(errors))}
 
@@ -91,8 +75,8 @@ def scores_table(predicted: torch.Tensor, labels: torch.Tensor, types: list, ban
     frame = pd.DataFrame({key: value.numpy() for key, value in error_split(predicted, labels, band).items()})
     frame["type"] = types
     frame["nail_share"] = labels.flatten(1).mean(1).numpy()
-    frame["iou_one_pixel_larger"] = iou_of(grown(labels, 1), labels).numpy()
-    frame["iou_one_pixel_smaller"] = iou_of(grown(labels, -1), labels).numpy()
+    frame["iou_one_pixel_larger"] = mask_iou(grown(labels, 1), labels).numpy()
+    frame["iou_one_pixel_smaller"] = mask_iou(grown(labels, -1), labels).numpy()
     frame["size_group"] = pd.qcut(frame["nail_share"].rank(method="first"), SIZE_GROUPS,
                                   labels=[f"Q{q + 1}" for q in range(SIZE_GROUPS)])
     return frame
