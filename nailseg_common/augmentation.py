@@ -13,9 +13,9 @@ augment_pairs, gallery_panels = gallery.augment_pairs, gallery.gallery_panels  #
 
 
 def resize(image_size: int) -> A.Resize:
-    """Resize image (bilinear) and mask (nearest) to ``image_size × image_size``."""
+    """Resize image (bilinear) and mask (nearest, on the image's pixel grid) to ``image_size²``."""
     return A.Resize(image_size, image_size, interpolation=cv2.INTER_LINEAR,
-                    mask_interpolation=cv2.INTER_NEAREST)
+                    mask_interpolation=cv2.INTER_NEAREST_EXACT)
 
 
 def policy_transforms() -> list[A.BasicTransform]:

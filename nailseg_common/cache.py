@@ -18,7 +18,7 @@ from nailseg_common.preparation import read_split
 from nailseg_common.profiles import Profile
 
 SPLITS = ("train", "valid")
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3  # 3: masks resized on the image's pixel grid (notebook 02's resize)
 
 
 def cache_dir(location: DataLocation, image_size: int) -> Path:

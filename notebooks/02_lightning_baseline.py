@@ -145,6 +145,13 @@ policy_table()
 # `POLICY`; masks are resampled with nearest neighbour so they stay binary, and areas the
 # affine moves in from outside the frame are 0 in image and mask. The training transform is
 # the resize followed by the policy; validation only resizes.
+#
+# One flag deserves a second look: the mask's resize is `cv2.INTER_NEAREST_EXACT`, not
+# `cv2.INTER_NEAREST`. OpenCV's older nearest-neighbour resize samples each output pixel at
+# its top-left corner instead of its centre, so its masks sit about half a pixel below and to
+# the right of the bilinear image (`python -m tools.mask_alignment` measures it on the
+# validation set: `results/mask_alignment_cpu.json`). Every nail's outline would be taught,
+# and scored, half a pixel off; notebook 07 shows what a pixel of outline costs.
 
 # %%
 #| export augmentation
@@ -158,9 +165,9 @@ augment_pairs, gallery_panels = gallery.augment_pairs, gallery.gallery_panels  #
 
 
 def resize(image_size: int) -> A.Resize:
-    """Resize image (bilinear) and mask (nearest) to ``image_size × image_size``."""
+    """Resize image (bilinear) and mask (nearest, on the image's pixel grid) to ``image_size²``."""
     return A.Resize(image_size, image_size, interpolation=cv2.INTER_LINEAR,
-                    mask_interpolation=cv2.INTER_NEAREST)
+                    mask_interpolation=cv2.INTER_NEAREST_EXACT)
 
 
 def policy_transforms() -> list[A.BasicTransform]:

@@ -6,6 +6,7 @@ import pytest
 
 from nailseg_common.augmentation import policy_transforms, train_transform, valid_transform
 from nailseg_common.policy import POLICY
+from tools.mask_alignment import centre_sampled
 
 
 def sample(height=90, width=120):
@@ -57,3 +58,12 @@ def test_seeded_transform_is_reproducible(seed):
     first = train_transform(64, seed=seed)(image=image, mask=mask)
     second = train_transform(64, seed=seed)(image=image, mask=mask)
     assert np.array_equal(first["image"], second["image"])
+
+
+@pytest.mark.parametrize("shape", [(240, 300), (640, 500)])  # up and down, as the synthetic set's sides
+def test_the_mask_is_resized_on_the_pixel_centres_of_the_image(shape):
+    """Each output pixel of the mask takes the source pixel under its centre, on the grid of
+    the image's bilinear resize; OpenCV's INTER_NEAREST takes its corner, about half a pixel off."""
+    mask = np.random.default_rng(0).integers(0, 2, shape, dtype=np.uint8)  # any shift shows
+    out = valid_transform(384)(image=np.zeros((*shape, 3), np.uint8), mask=mask)["mask"]
+    assert (out == centre_sampled(mask, 384)).mean() > 0.999
