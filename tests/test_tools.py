@@ -228,3 +228,26 @@ def test_where_iou_is_lost_scores_every_validation_image_by_type_and_size(tmp_pa
     assert results["steps"] == 2 and results["history"]
     saved = np.load(predictions)
     assert np.unpackbits(saved["plain"]).size >= np.prod(saved["shape"])
+
+
+def test_committed_bilinear_gain_follows_from_its_runs():
+    results = json.loads((REPO_ROOT / "results" / "time_to_accuracy_bilinear_h100.json").read_text())
+    best = {(run["name"], run["seed"]): run["best_iou"] for run in results["runs"]}
+    summary = results["summary"]["paired_gain_bilinear_both_over_base384"]
+    gains = [best["bilinear_both", seed] - best["base384", seed] for seed in summary["seeds"]]
+    assert summary["gains"] == pytest.approx(gains, abs=1e-4)
+    assert summary["mean"] == pytest.approx(np.mean(gains), abs=1e-4)
+    assert summary["standard_error"] == pytest.approx(np.std(gains, ddof=1) / np.sqrt(len(gains)), abs=1e-4)
+    assert results["summary"]["reached_iou_085"] == sum(run["reached_iou_085"] for run in results["runs"])
+
+
+def test_where_iou_is_lost_rescores_saved_predictions_against_the_cache(tmp_path):
+    predictions = tmp_path / "predictions.npz"
+    trained = where_iou_is_lost.main(["--profile", "smoke", "--out", str(tmp_path / "a.json"),
+                                      "--predictions", str(predictions)])
+    again = where_iou_is_lost.main(["--rescore", str(predictions), "--num-images", "48",
+                                    "--out", str(tmp_path / "b.json")])
+    for name in ("plain", "flip_averaged"):
+        assert again[name]["iou"] == pytest.approx(trained[name]["iou"])
+        for kind, group in trained[name]["by_type"].items():
+            assert again[name]["by_type"][kind] == pytest.approx(group)

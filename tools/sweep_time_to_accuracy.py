@@ -14,7 +14,9 @@ config and seed, up to four at once, on a lent H100):
 ``--profile smoke --configs test`` checks the code path on a CPU in seconds.
 Results: ``results/time_to_accuracy_sweep_h100.json``, ``results/course_recipe_lr_h100.json``,
 ``results/time_to_accuracy_lr_v4_h100.json``, ``results/time_to_accuracy_ceiling_h100.json``,
-``results/time_to_accuracy_recipes_v4_h100.json``, ``results/time_to_accuracy_longer_v4_h100.json``.
+``results/time_to_accuracy_recipes_v4_h100.json``, ``results/time_to_accuracy_longer_v4_h100.json``,
+``results/time_to_accuracy_bilinear_h100.json``: all made on the cache of format 2, whose masks
+sat half a pixel off their images (``tools/mask_alignment``; format 3 puts them on the grid).
 """
 
 from __future__ import annotations

@@ -11,7 +11,9 @@ how hard each image's outline is to get right at this size. Horizontal-flip aver
 the logits (test-time augmentation) is scored too.
 
     python -m tools.where_iou_is_lost --seed 0 --out results/where_iou_is_lost_h100.json \\
-        --predictions /root/keep/predictions.npz
+        --predictions results/where_iou_is_lost_predictions_h100.npz
+    python -m tools.where_iou_is_lost --rescore results/where_iou_is_lost_predictions_h100.npz \\
+        --out results/where_iou_is_lost_rescored_cpu.json   # against the cache's masks of today
 
 ``--profile smoke`` runs the same code on a CPU in a minute.
 """
@@ -28,10 +30,12 @@ import pandas as pd
 import torch
 
 from nailseg_common.atomic import write_json
-from nailseg_common.cache import load_cache
+from nailseg_common.cache import CACHE_FORMAT, load_cache
 from nailseg_common.environment import device_description, library_versions
 from nailseg_common.fast_training import grown, mask_iou, time_to_accuracy, training_datamodule
+from nailseg_common.paths import data_location
 from nailseg_common.preparation import read_split
+from nailseg_common.profiles import PROFILES
 from tools.time_to_accuracy_seeds import recipe_of, warmed_up_model
 
 SIZE_GROUPS = 4  # nail-share quartiles of the validation images
@@ -94,42 +98,72 @@ def grouped(frame: pd.DataFrame, by: str) -> dict:
             for key, row in table.to_dict(orient="index").items()}
 
 
+def scored(predictions: dict[str, torch.Tensor], labels: torch.Tensor, types: list, band: int) -> dict:
+    """Per kind of prediction: the mean of every score, by type and by nail size."""
+    results = {}
+    for name, predicted in predictions.items():
+        frame = scores_table(predicted, labels, types, band)
+        results[name] = {**{column: float(frame[column].mean()) for column in
+                            ("iou", "iou_outline_fixed", "iou_objects_fixed", "iou_one_pixel_larger",
+                             "iou_one_pixel_smaller")},
+                         "by_type": grouped(frame, "type"), "by_size": grouped(frame, "size_group")}
+        print(f"{name}: IoU {results[name]['iou']:.4f}, with the outline fixed "
+              f"{results[name]['iou_outline_fixed']:.4f}, with the objects fixed "
+              f"{results[name]['iou_objects_fixed']:.4f}")
+    return results
+
+
+def rescored(saved: Path, num_images: int, band: int) -> dict:
+    """The predictions of an earlier run (its ``--predictions`` file) scored against the
+    validation masks of the cache as it is now, on this machine."""
+    arrays = np.load(saved)
+    shape = tuple(int(n) for n in arrays["shape"])
+    unpacked = {name: torch.from_numpy(np.unpackbits(arrays[name])[:math.prod(shape)].reshape(shape)).float()
+                for name in ("plain", "flip_averaged")}
+    location = data_location(num_images, None)
+    labels = load_cache(location, shape[-1], "valid")[1].float()
+    return {"what": "where_iou_is_lost's saved predictions scored against the current cache's masks",
+            "predictions": saved.name, "cache_format": CACHE_FORMAT, "device": device_description(),
+            "versions": library_versions(), "date": datetime.date.today().isoformat(), "band": band,
+            **scored(unpacked, labels, read_split(location, "valid")["type"].tolist(), band)}
+
+
 def main(argv: list[str] | None = None) -> dict:
-    """Trains one seed, scores the validation set; writes and returns the results."""
+    """Trains one seed (or reads saved predictions), scores the validation set; writes and
+    returns the results."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--predictions", type=Path, help="also save the predictions (packed bits, npz)")
+    parser.add_argument("--rescore", type=Path, help="score the saved predictions of an earlier run "
+                        "against the current cache's masks instead of training (a CPU does)")
+    parser.add_argument("--num-images", type=int, default=PROFILES["gpu"].num_images,
+                        help="the synthetic set of --rescore")
     parser.add_argument("--profile", default="gpu")
     parser.add_argument("--band", type=int, default=2, help="pixels either side of the outline")
     args = parser.parse_args(argv)
+    if args.rescore:
+        results = rescored(args.rescore, args.num_images, args.band)
+        write_json(args.out, results)
+        return results
     cfg, data, fast = recipe_of(args.profile)
     model, compile_s = warmed_up_model(cfg, fast, data, args.seed)
     run = time_to_accuracy(model, training_datamodule(data, fast, args.seed), fast, math.inf)
     images, labels = load_cache(data, fast.image_size, "valid")
     types, labels = read_split(data, "valid")["type"].tolist(), labels.float()
+    predictions = {name: predict(model, images, fast.batch_size, fast.precision, flip)
+                   for name, flip in (("plain", False), ("flip_averaged", True))}
     results = {"what": __doc__.splitlines()[0], "device": device_description(),
                "versions": library_versions(), "date": datetime.date.today().isoformat(),
                "profile": cfg.name, "seed": args.seed, "steps": run["steps"], "band": args.band,
-               "compile_s": compile_s, "fit_s": run["fit_s"], "history": run["history"]}
-    predictions = {}
-    for name, flip in (("plain", False), ("flip_averaged", True)):
-        predictions[name] = predict(model, images, fast.batch_size, fast.precision, flip)
-        frame = scores_table(predictions[name], labels, types, args.band)
-        results[name] = {**{column: float(frame[column].mean()) for column in
-                            ("iou", "iou_outline_fixed", "iou_objects_fixed", "iou_one_pixel_larger",
-                             "iou_one_pixel_smaller")},
-                         "by_type": grouped(frame, "type"), "by_size": grouped(frame, "size_group")}
+               "cache_format": CACHE_FORMAT, "compile_s": compile_s, "fit_s": run["fit_s"],
+               "history": run["history"], **scored(predictions, labels, types, args.band)}
     write_json(args.out, results)
     if args.predictions:
         args.predictions.parent.mkdir(parents=True, exist_ok=True)
         np.savez_compressed(args.predictions, labels=np.packbits(labels.numpy().astype(bool)),
                             shape=np.array(labels.shape), types=np.array(types, dtype=str),
                             **{name: np.packbits(p.numpy().astype(bool)) for name, p in predictions.items()})
-    for name in predictions:
-        print(f"{name}: IoU {results[name]['iou']:.4f}, with the outline fixed "
-              f"{results[name]['iou_outline_fixed']:.4f}, with the objects fixed "
-              f"{results[name]['iou_objects_fixed']:.4f}")
     return results
 
 
