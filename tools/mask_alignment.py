@@ -24,7 +24,7 @@ from nailseg_common.atomic import write_json
 from nailseg_common.environment import device_description, library_versions
 from nailseg_common.fast_training import mask_iou
 from nailseg_common.preparation import ensure_prepared, read_split
-from nailseg_common.profiles import select_profile
+from nailseg_common.profiles import PROFILES, select_profile
 
 
 def centre_sampled(mask: np.ndarray, side: int) -> np.ndarray:
@@ -70,14 +70,15 @@ def dali_masks(frame, side: int) -> torch.Tensor | None:
                               batch_size=len(frame), augment=False, device="cpu")
     pipeline.build()
     masks = pipeline.run()[1]
-    return torch.from_numpy(np.stack([np.array(masks[i]) for i in range(len(frame))]) > 0).float()
+    return as_tensor([np.array(masks[i])[0] for i in range(len(frame))])  # each 1×H×W (CHW)
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--profile", default="cpu")
-    parser.add_argument("--num-images", type=int, default=1200, help="size of the synthetic set")
+    parser.add_argument("--num-images", type=int, default=PROFILES["gpu"].num_images,
+                        help="size of the synthetic set")
     parser.add_argument("--image-size", type=int, default=384)
     args = parser.parse_args(argv)
     cfg = select_profile(args.profile, num_images=args.num_images)

@@ -39,6 +39,7 @@ from nailseg_common.profiles import PROFILES
 from tools.time_to_accuracy_seeds import recipe_of, warmed_up_model
 
 SIZE_GROUPS = 4  # nail-share quartiles of the validation images
+FLIPPED = {"plain": False, "flip_averaged": True}  # each kind of prediction: averaged with the flip?
 
 
 def error_split(predicted: torch.Tensor, label: torch.Tensor, band: int) -> dict[str, torch.Tensor]:
@@ -119,7 +120,7 @@ def rescored(saved: Path, num_images: int, band: int) -> dict:
     arrays = np.load(saved)
     shape = tuple(int(n) for n in arrays["shape"])
     unpacked = {name: torch.from_numpy(np.unpackbits(arrays[name])[:math.prod(shape)].reshape(shape)).float()
-                for name in ("plain", "flip_averaged")}
+                for name in FLIPPED}
     location = data_location(num_images, None)
     labels = load_cache(location, shape[-1], "valid")[1].float()
     return {"what": "where_iou_is_lost's saved predictions scored against the current cache's masks",
@@ -152,7 +153,7 @@ def main(argv: list[str] | None = None) -> dict:
     images, labels = load_cache(data, fast.image_size, "valid")
     types, labels = read_split(data, "valid")["type"].tolist(), labels.float()
     predictions = {name: predict(model, images, fast.batch_size, fast.precision, flip)
-                   for name, flip in (("plain", False), ("flip_averaged", True))}
+                   for name, flip in FLIPPED.items()}
     results = {"what": __doc__.splitlines()[0], "device": device_description(),
                "versions": library_versions(), "date": datetime.date.today().isoformat(),
                "profile": cfg.name, "seed": args.seed, "steps": run["steps"], "band": args.band,
