@@ -53,9 +53,7 @@ def test_published_notebook_ran_on_its_gpu_without_errors(pair, request):
 
 # Published copies older than their source, because the machine their run needs was not
 # lent; published/README.md says which run they are and why. Each entry is a debt.
-AWAITING_RERUN = {
-    "08_two_gpus.ipynb": "needs two GPUs (nvidia-h200-x2); not re-run since 2026-11-23",
-}
+AWAITING_RERUN: dict[str, str] = {}
 
 
 def test_published_code_is_the_code_of_the_notebook(pair, request):
