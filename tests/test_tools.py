@@ -16,9 +16,11 @@ from nailseg_common.synthetic import GENERATOR_VERSION
 from tools import (
     fine_tune_batchnorm,
     first_step_by_layout,
+    kornia_pipeline_gap,
     pipelines_by_workers,
     profile_fine_tune,
     ship_model,
+    sweep_time_to_accuracy,
     time_to_accuracy_seeds,
     transfer_held_out_style,
     where_iou_is_lost,
@@ -251,3 +253,42 @@ def test_where_iou_is_lost_rescores_saved_predictions_against_the_cache(tmp_path
         assert again[name]["iou"] == pytest.approx(trained[name]["iou"])
         for kind, group in trained[name]["by_type"].items():
             assert again[name]["by_type"][kind] == pytest.approx(group)
+
+
+def test_kornia_pipeline_gap_measures_every_variant_against_the_bound_of_the_same_run(tmp_path):
+    out = tmp_path / "gap.json"
+    results = kornia_pipeline_gap.main(["--profile", "smoke", "--windows", "1", "--out", str(out)])
+    assert json.loads(out.read_text()) == results
+    rows = results["pipelines"]
+    assert next(iter(rows)) == "bound" and rows["bound"]["ratio_to_bound"] == 1.0
+    assert {"cache (pinned, workers) + policy", "cache on the GPU + compiled policy"} <= set(rows)
+    assert all(row["ratio_to_bound"] == row["img_s"] / rows["bound"]["img_s"] for row in rows.values())
+    assert all(ms > 0 for ms in results["policy_alone_ms_per_batch"].values())
+
+
+def test_sweep_trains_on_shrunk_batches_until_side_until_and_validates_at_full_size(monkeypatch, tmp_path):
+    seen = []
+    forward = sweep_time_to_accuracy.Recipe.forward
+
+    def recording(self, image):
+        seen.append((self.training, self.trainer.global_step, image.shape[-1]))
+        return forward(self, image)
+
+    monkeypatch.setattr(sweep_time_to_accuracy.Recipe, "forward", recording)
+    sweep_time_to_accuracy.main(["--profile", "smoke", "--configs", "test_side", "--out", str(tmp_path / "s.jsonl")])
+    side, until = (sweep_time_to_accuracy.CONFIGS["test_side"][key] for key in ("side", "side_until"))
+    full = {size for training, _, size in seen if not training}
+    assert len(full) == 1 and side < min(full)
+    assert [size for training, step, size in seen if training] == [
+        side if step < until else min(full) for training, step, _ in seen if training]
+    assert {step for training, step, _ in seen if training} == set(range(4))
+
+
+def test_committed_progressive_resizing_summary_follows_from_its_runs():
+    results = json.loads((REPO_ROOT / "results" / "time_to_accuracy_progressive_h100.json").read_text())
+    for run in results["runs"]:
+        row = results["summary"][f"{run['name']} seed {run['seed']}"]
+        curve = list(run["val_iou_by_step"].values())
+        assert row["final_iou"] == curve[-1] and row["steps"] == int(list(run["val_iou_by_step"])[-1])
+        assert row["best_iou"] is None or row["best_iou"] == pytest.approx(max(curve), abs=1e-4)
+        assert not run["reached_iou_085"] and max(curve) < 0.85

@@ -16,7 +16,9 @@ Results: ``results/time_to_accuracy_sweep_h100.json``, ``results/course_recipe_l
 ``results/time_to_accuracy_lr_v4_h100.json``, ``results/time_to_accuracy_ceiling_h100.json``,
 ``results/time_to_accuracy_recipes_v4_h100.json``, ``results/time_to_accuracy_longer_v4_h100.json``,
 ``results/time_to_accuracy_bilinear_h100.json``: all made on the cache of format 2, whose masks
-sat half a pixel off their images (``tools/mask_alignment``; format 3 puts them on the grid).
+sat half a pixel off their images (``tools/mask_alignment``; format 3 puts them on the grid);
+``results/time_to_accuracy_progressive_h100.json`` (progressive resizing: ``side``,
+``side_until``) on format 3.
 """
 
 from __future__ import annotations
@@ -97,16 +99,35 @@ class Resident(pl.LightningDataModule):
 
 class Recipe(FastNailSegmentation):
     """07's module with the sweep's knobs; ``decoder_interpolation`` rebuilds the U-Net with
-    smp's upsampling mode (before compiling it)."""
+    smp's upsampling mode (before compiling it); ``side``: training batches resized to that
+    side (image area-averaged, label area-averaged and thresholded at 0.5) for the first
+    ``side_until`` steps (progressive resizing; validation stays at full size);
+    ``positive_fraction``: the head's bias starts at its logit and each residual block's last
+    batch norm at zero (the block starts as its shortcut)."""
 
     def __init__(self, *, flip_tta=False, lovasz=True, decoder_interpolation="nearest",
-                 compile_model=False, **kwargs):
+                 compile_model=False, side=None, side_until=None, positive_fraction=None, **kwargs):
         super().__init__(**kwargs)
         if decoder_interpolation != "nearest":
             self.model = smp.Unet(encoder_name=self.hparams.encoder, encoder_weights=None, in_channels=3,
                                   classes=1, decoder_interpolation=decoder_interpolation)
+        if positive_fraction is not None:
+            with torch.no_grad():
+                for block in self.model.encoder.modules():
+                    if hasattr(block, "bn2") and hasattr(block, "conv2"):  # torchvision BasicBlock
+                        block.bn2.weight.zero_()
+                head = [m for m in self.model.segmentation_head.modules() if isinstance(m, torch.nn.Conv2d)][-1]
+                head.bias.fill_(math.log(positive_fraction / (1 - positive_fraction)))
         if compile_model:
             self.model.compile()
+
+    def on_after_batch_transfer(self, batch, dataloader_idx):
+        out = super().on_after_batch_transfer(batch, dataloader_idx)
+        side, until = self.hparams.side, self.hparams.side_until
+        if side and self.trainer.training and (until is None or self.trainer.global_step < until):
+            out["image"] = F.interpolate(out["image"], size=(side, side), mode="area")
+            out["label"] = (F.interpolate(out["label"], size=(side, side), mode="area") >= 0.5).float()
+        return out
 
     def _loss(self, logits, label):
         if self.hparams.lovasz:
@@ -186,9 +207,21 @@ class EMAWeights(Callback):
             self.backup = None
 
 
+class PrintValidations(Callback):
+    """Prints each validation as a JSON line, so that a run cut short still leaves its curve."""
+
+    def __init__(self, name, seed):
+        self.name, self.seed = name, seed
+
+    def on_validation_end(self, trainer, pl_module):
+        print(json.dumps({"name": self.name, "seed": self.seed, "step": trainer.global_step,
+                          "val_iou": round(float(trainer.callback_metrics["val_iou"]), 4)}), flush=True)
+
+
 BASE = {"crop": None, "batch": 60, "lr": 2e-3, "warmup": 50, "steps": 1500, "val_every": 3, "ema": None, "tta": False,
             "policy": "full", "lovasz": True, "crop_until": None, "target": 0.85,
-            "decoder_interpolation": "nearest", "label_resample": "nearest"}
+            "decoder_interpolation": "nearest", "label_resample": "nearest", "side": None, "side_until": None,
+            "init": False}
 CONFIGS = {
     "base384": {},
     "c256": {"crop": 256},
@@ -222,6 +255,13 @@ CONFIGS = {
     "course_lr2e-3": {"batch": 32, "lr": 2e-3, "warmup": 0, "steps": 1800, "target": None},
     "course_lr5e-4": {"batch": 32, "lr": 5e-4, "warmup": 0, "steps": 1800, "target": None},
     "course_lr7e-4": {"batch": 32, "lr": 7e-4, "warmup": 0, "steps": 1800, "target": None},
+    "r192_s1500": {"side": 192, "side_until": 1300},
+    "r192_s1200": {"steps": 1200, "side": 192, "side_until": 1050},
+    "r192_s1200_early": {"steps": 1200, "side": 192, "side_until": 900},
+    "r192_s1200_init": {"steps": 1200, "side": 192, "side_until": 1050, "init": True},
+    "r256_s1500": {"side": 256, "side_until": 1300},
+    "init384": {"init": True},
+    "test_side": {"batch": 8, "steps": 4, "warmup": 1, "val_every": 1, "side": 32, "side_until": 2, "init": True},
     "test": {"crop": 48, "batch": 8, "steps": 4, "warmup": 1, "ema": 0.9, "tta": True, "val_every": 1, "lovasz": False},
     "test_bilinear": {"batch": 8, "steps": 4, "warmup": 1, "val_every": 1, "decoder_interpolation": "bilinear",
                       "label_resample": "bilinear"},
@@ -249,14 +289,16 @@ def run(cfg, tensors, name, knobs, seed, compile_model):
     prof = dataclasses.replace(cfg, batch_size=k["batch"], max_steps=k["steps"],
                                val_every_n_epochs=k["val_every"], num_workers=0)
     pl.seed_everything(seed, workers=True, verbose=False)
+    positive_fraction = float(tensors["train"][1].float().mean()) if k["init"] else None
     model = Recipe(encoder=cfg.encoder, lr=k["lr"], max_steps=k["steps"], warmup_steps=k["warmup"],
                    compile_model=compile_model, fused_optimizer=True, flip_tta=k["tta"],
-                   lovasz=k["lovasz"], decoder_interpolation=k["decoder_interpolation"])
+                   lovasz=k["lovasz"], decoder_interpolation=k["decoder_interpolation"],
+                   side=k["side"], side_until=k["side_until"], positive_fraction=positive_fraction)
     model.gpu_augmentation = (BilinearLabelPolicy(seed) if k["label_resample"] == "bilinear"
                               else KorniaAugmentation(policy_of(k["policy"]), seed=seed))
     dm = Resident(tensors, k["batch"], seed, k["crop"], k["crop_until"])
     clock = AccuracyClock(target)
-    callbacks = [clock] + ([EMAWeights(k["ema"])] if k["ema"] else [])
+    callbacks = [clock, PrintValidations(name, seed)] + ([EMAWeights(k["ema"])] if k["ema"] else [])
     compile_s = (warm_up(model, Resident(tensors, k["batch"], seed + 999, k["crop"], k["crop_until"]),
                          prof) if compile_model else None)
     trainer = make_trainer(prof, "sweep", enable_checkpointing=False, enable_progress_bar=False,
@@ -295,17 +337,19 @@ def step_rates(cfg, tensors, out, modes, shapes):
                 f.write(json.dumps(rec) + "\n")
 
 
-def main():
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--configs", default="")
     parser.add_argument("--seeds", default="0")
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out", help="the JSON-lines file the runs are appended to (all but --prepare-only)")
     parser.add_argument("--compile", action="store_true")
     parser.add_argument("--step-rates", default="", help="compile modes: eager, default, max-autotune...")
     parser.add_argument("--shapes", default="60x384", help="BATCHxSIDE,... of --step-rates (SIDE < image: crops)")
     parser.add_argument("--prepare-only", action="store_true")
     parser.add_argument("--profile", default="gpu")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if not args.prepare_only and not args.out:
+        parser.error("--out is required (except with --prepare-only)")
     cfg = select_profile(args.profile)
     data = ensure_prepared(cfg, None, progress=False)
     if args.prepare_only:
