@@ -15,7 +15,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 try:
@@ -85,12 +85,13 @@ def staged_folder(target: Path) -> Iterator[Path]:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def write_json(path: str | os.PathLike, data: dict) -> Path:
+def write_json(path: str | os.PathLike, data: dict, default: Callable | None = None) -> Path:
     """Write ``data`` as indented JSON to ``path`` (folders created) under a temporary sibling
-    name, then rename it into place, so a reader never finds half a file; the resolved path."""
+    name, then rename it into place, so a reader never finds half a file; the resolved path.
+    ``default`` goes to ``json.dumps`` (``str``: values JSON has no type for, as text)."""
     path = Path(path).resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    staging.write_text(json.dumps(data, indent=2) + "\n")
+    staging.write_text(json.dumps(data, indent=2, default=default) + "\n")
     os.replace(staging, path)
     return path

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import torch
 
+from nailseg_common.atomic import write_json
 from nailseg_common.cache import load_cache
 from nailseg_common.clock import synchronized_now
 from nailseg_common.course import start
@@ -114,7 +115,7 @@ def ship(checkpoint: Path, out: Path, cfg: Profile, synthetic: DataLocation,
                   "hyper_parameters": hyper_parameters, **provenance,
                   "synthetic_valid": mean_scores(as_written, synthetic, cfg.image_size,
                                                  cfg.device)}
-    path.with_suffix(".json").write_text(json.dumps(provenance, indent=2, default=str) + "\n")
+    write_json(path.with_suffix(".json"), provenance, default=str)
     return provenance
 
 
@@ -171,7 +172,7 @@ def main(argv: list[str] | None = None) -> None:
         trained_on = {"generator_version": GENERATOR_VERSION, "images": profile.num_images}
         results["shipped"] = ship(shipped, args.out, cfg, synthetic,
                                   {**about, "trained_by": trained_by, "synthetic_set": trained_on})
-    (args.out / "shipped_model.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    write_json(args.out / "shipped_model.json", results, default=str)
     print(json.dumps(results, indent=1, default=str))
 
 
