@@ -12,6 +12,7 @@ from nailseg_common.fast_training import grown
 from nailseg_common.finetune import SHIPPED_MODEL, load_weights
 from nailseg_common.models import LitNailSegmentation
 from nailseg_common.paths import REPO_ROOT
+from nailseg_common.policy import POLICY
 from nailseg_common.synthetic import GENERATOR_VERSION
 from tools import (
     fine_tune_batchnorm,
@@ -264,6 +265,7 @@ def test_kornia_pipeline_gap_measures_every_variant_against_the_bound_of_the_sam
     assert {"cache (pinned, workers) + policy", "cache on the GPU + compiled policy"} <= set(rows)
     assert all(row["ratio_to_bound"] == row["img_s"] / rows["bound"]["img_s"] for row in rows.values())
     assert all(ms > 0 for ms in results["policy_alone_ms_per_batch"].values())
+    assert set(results["each_op_alone_ms_per_batch"]) == set(POLICY)
 
 
 def test_sweep_trains_on_shrunk_batches_until_side_until_and_validates_at_full_size(monkeypatch, tmp_path):

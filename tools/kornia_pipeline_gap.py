@@ -12,7 +12,8 @@ a window to warm up, then ``--windows`` windows of the profile's ``bench_steps``
   GPU, each batch gathered there in an order drawn on the GPU (no copy, no host sync:
   ``tools.sweep_time_to_accuracy.GpuBatches``).
 
-Also the policy alone on one batch, eager and compiled (CUDA events, median of repeats).
+Also the policy alone on one batch, eager and compiled, and each of its ops alone, eager
+(CUDA events, median of repeats): where the policy's own time goes.
 
     python -m tools.kornia_pipeline_gap --profile gpu --out results/kornia_pipeline_gap_h100.json
 
@@ -34,6 +35,7 @@ from nailseg_common.cache import CachedNailDataModule, load_cache
 from nailseg_common.environment import device_description, library_versions
 from nailseg_common.fast_training import reuse
 from nailseg_common.gpu_augmentation import KorniaAugmentation
+from nailseg_common.policy import POLICY
 from nailseg_common.timing import measure_training, resident_batches
 from tools.sweep_time_to_accuracy import GpuBatches
 from tools.time_to_accuracy_seeds import recipe_of, warmed_up_model
@@ -101,7 +103,8 @@ def main(argv: list[str] | None = None) -> dict:
     batch = next(iter(bound_batches))
     alone = {"eager": policy_ms(KorniaAugmentation(), batch, fast.device),
              "compiled": policy_ms(compiled_policy(), batch, fast.device)}
-    print("policy alone, ms per batch:", alone, flush=True)
+    by_op = {name: policy_ms(KorniaAugmentation({name: op}), batch, fast.device) for name, op in POLICY.items()}
+    print("policy alone, ms per batch:", alone, by_op, flush=True)
     results = {
         "what": __doc__.split("\n\n")[0] + " One process alone on the GPU; img/s: median of the windows.",
         "command": f"python -m tools.kornia_pipeline_gap --profile {args.profile} --windows {args.windows}",
@@ -109,7 +112,7 @@ def main(argv: list[str] | None = None) -> dict:
         "date": time.strftime("%Y-%m-%d"), "profile": args.profile,
         "step": {"batch": fast.batch_size, "image_size": fast.image_size, "compile_s_model": compile_s,
                  "steps_per_window": fast.bench_steps},
-        "pipelines": rows, "policy_alone_ms_per_batch": alone,
+        "pipelines": rows, "policy_alone_ms_per_batch": alone, "each_op_alone_ms_per_batch": by_op,
     }
     write_json(args.out, results)
     return results
