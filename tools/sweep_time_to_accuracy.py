@@ -260,7 +260,6 @@ CONFIGS = {
     "r192_s1200_early": {"steps": 1200, "side": 192, "side_until": 900},
     "r192_s1200_init": {"steps": 1200, "side": 192, "side_until": 1050, "init": True},
     "r256_s1500": {"side": 256, "side_until": 1300},
-    "init384": {"init": True},
     "test_side": {"batch": 8, "steps": 4, "warmup": 1, "val_every": 1, "side": 32, "side_until": 2, "init": True},
     "test": {"crop": 48, "batch": 8, "steps": 4, "warmup": 1, "ema": 0.9, "tta": True, "val_every": 1, "lovasz": False},
     "test_bilinear": {"batch": 8, "steps": 4, "warmup": 1, "val_every": 1, "decoder_interpolation": "bilinear",
