@@ -33,7 +33,7 @@ $(ENV_STAMP): pyproject.toml
 course: env data notebooks blog  ## the main job: environment, data, every notebook executed here, the site rendered
 
 data: env  ## generate the synthetic set (or check NAILSEG_DATA_ROOT) and prepare CSVs and npy
-	$(PY) -m nailseg_common.preparation
+	$(PY) -m nailseg_common.data.preparation
 
 notebooks: $(EXECUTED)  ## execute every notebook headlessly into build/notebooks
 
@@ -61,7 +61,7 @@ BENCH_OUT ?= results/benchmark_local.json
 BENCH_REPEATS ?= 5
 BENCH_STEPS ?=
 bench: env  ## benchmark every input pipeline against the bound into $(BENCH_OUT) (meant for a GPU)
-	$(PY) -m nailseg_common.benchmark --out $(BENCH_OUT) --repeats $(BENCH_REPEATS) $(if $(BENCH_STEPS),--steps $(BENCH_STEPS))
+	$(PY) -m nailseg_common.measure.benchmark --out $(BENCH_OUT) --repeats $(BENCH_REPEATS) $(if $(BENCH_STEPS),--steps $(BENCH_STEPS))
 
 test: env browser  ## unit tests and every notebook (smoke profile), as CI runs them
 	NAILSEG_PROFILE=smoke $(PY) -m pytest --nbmake --nbmake-timeout=900 tests notebooks

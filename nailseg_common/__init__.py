@@ -1,6 +1,15 @@
 """Helper package of the nail-segmentation course on fast input pipelines.
 
-One module per concern; the notebooks import from here and only teach and show.
+The notebooks import from here and only teach and show. Its layers, each a subpackage:
+
+- ``setup``: profiles, paths, the one ``start()`` of a notebook, the environment, files, progress;
+- ``data``: the synthetic set and your photos, images and masks, preparation, the split;
+- ``pipelines``: the augmentation policy and its Albumentations, Kornia and DALI pipelines;
+- ``training``: the U-Net, its trainer and logs, the fast recipe, fine-tuning, two GPUs;
+- ``measure``: timing, the benchmark, profiling, the plots.
+
+On top, the commands a user runs: ``python -m nailseg_common.predict`` and
+``python -m nailseg_common.train``.
 """
 
 import os

@@ -37,19 +37,19 @@ import yaml
 from PIL import Image
 from torch import nn
 
-from nailseg_common.augmentation import valid_transform
-from nailseg_common.finetune import (
+from nailseg_common.data.images import DataError, read_rgb
+from nailseg_common.data.preparation import IMAGE_SUFFIXES
+from nailseg_common.pipelines.albumentations_pipeline import valid_transform
+from nailseg_common.setup.paths import runs_dir
+from nailseg_common.setup.profiles import Profile, select_profile
+from nailseg_common.setup.progress import progress
+from nailseg_common.training.finetune import (
     SHIPPED_MODEL,
     checkpoint_hparams,
     load_weights,
     resolve_checkpoint,
 )
-from nailseg_common.images import DataError, read_rgb
-from nailseg_common.models import LitNailSegmentation
-from nailseg_common.paths import runs_dir
-from nailseg_common.preparation import IMAGE_SUFFIXES
-from nailseg_common.profiles import Profile, select_profile
-from nailseg_common.progress import progress
+from nailseg_common.training.unet import LitNailSegmentation
 
 MASK_SUFFIX, OVERLAY_SUFFIX = ".png", "_overlay.jpg"
 TINT, OPACITY = (255, 0, 0), 0.45
@@ -64,7 +64,7 @@ NOT_A_CHECKPOINT = (LookupError, EOFError, RuntimeError, TypeError, ValueError, 
 def default_checkpoint(profile: Profile) -> Path:
     """The model used without ``--checkpoint``: of the newest ``best-*.ckpt`` of notebook 02
     or 04 in ``profile`` and the model the course ships, the one that recorded the better
-    synthetic validation Dice (:func:`~nailseg_common.finetune.resolve_checkpoint`);
+    synthetic validation Dice (:func:`~nailseg_common.training.finetune.resolve_checkpoint`);
     DataError when there is neither."""
     found = resolve_checkpoint("", profile)
     if found is None:
@@ -76,7 +76,7 @@ def default_checkpoint(profile: Profile) -> Path:
 
 def trained_image_size(checkpoint: Path) -> int | None:
     """The image side ``checkpoint``'s model was trained at: the file's own ``image_size``
-    (written by :func:`~nailseg_common.finetune.save_weights`), else the profile its run's CSV
+    (written by :func:`~nailseg_common.training.finetune.save_weights`), else the profile its run's CSV
     log recorded (``<run>/version_N/hparams.yaml`` beside ``checkpoints/``); None when neither
     says. Call it on a file :func:`load_model` has read."""
     size = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True).get("image_size")

@@ -55,8 +55,9 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
-from nailseg_common import plots, preparation, synthetic
-from nailseg_common.images import MASK_THRESHOLD, DataError, read_binary_mask
+from nailseg_common.data import preparation, synthetic
+from nailseg_common.data.images import MASK_THRESHOLD, DataError, read_binary_mask
+from nailseg_common.measure import plots
 
 # %% tags=["parameters"]
 profile = ""       # smoke, cpu or gpu; empty: $NAILSEG_PROFILE, else chosen from the hardware
@@ -65,7 +66,7 @@ num_images = None  # size of the synthetic set (None: the profile's value; ignor
 seed = 0           # seed of the train/valid split
 
 # %%
-from nailseg_common.course import start
+from nailseg_common.setup.course import start
 
 cfg, data = start(profile, data_root, num_images=num_images, seed=seed)
 
@@ -152,7 +153,7 @@ for name, values in zip("RGB", pixels.T):
 # seed)` writes a set anywhere:
 #
 # ```python
-# from nailseg_common.synthetic import generate_synthetic_dataset
+# from nailseg_common.data.synthetic import generate_synthetic_dataset
 # generate_synthetic_dataset("my-nails", num_images=400, seed=1)
 # ```
 #
@@ -166,7 +167,7 @@ for name, values in zip("RGB", pixels.T):
 # `read_rgb` turns any image into `HxWx3 uint8` (RGBA loses its alpha, grayscale is
 # repeated, 16-bit data is scaled by the bit depth it uses). `read_binary_mask` turns any
 # mask into `{0, 1}`, by one documented rule (the README's mask table, and
-# `nailseg_common.images`): a two-level mask, in any pair of levels (0/1, 0/255, 0/100), is
+# `nailseg_common.data.images`): a two-level mask, in any pair of levels (0/1, 0/255, 0/100), is
 # nail at its higher level; an antialiased 0/255 mask (coloured or JPEG too) is nail from the
 # middle up, `MASK_THRESHOLD`; a label mask with a void 255 ring keeps its label as the nail;
 # a palette mask is read by colour or index, an RGBA cut-out by its alpha. A class mask
@@ -223,10 +224,10 @@ with tempfile.TemporaryDirectory() as tmp:
 # calls exactly this function.
 
 # %%
-#| export split
+#| export data.split: the split of the prepared pairs into training and validation, stratified by type
 import numpy as np
 
-from nailseg_common.images import DataError
+from nailseg_common.data.images import DataError
 
 
 def type_order(kind: str) -> tuple[int, int | str]:

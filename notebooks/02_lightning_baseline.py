@@ -60,10 +60,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from nailseg_common import plots
-from nailseg_common.benchmark import load_results
-from nailseg_common.images import read_binary_mask, read_rgb
-from nailseg_common.preparation import read_split
+from nailseg_common.data.images import read_binary_mask, read_rgb
+from nailseg_common.data.preparation import read_split
+from nailseg_common.measure import plots
+from nailseg_common.measure.benchmark import load_results
 
 # %% tags=["parameters"]
 profile = ""            # smoke, cpu or gpu; empty: $NAILSEG_PROFILE, else chosen from the hardware
@@ -82,7 +82,7 @@ max_valid_batches = None
 val_every_n_epochs = None  # validate (and checkpoint) every n epochs
 
 # %%
-from nailseg_common.course import start
+from nailseg_common.setup.course import start
 
 cfg, data = start(profile, data_root, num_images=num_images, image_size=image_size,
                   batch_size=batch_size, max_steps=max_steps, encoder=encoder, lr=lr,
@@ -99,10 +99,10 @@ cfg, data = start(profile, data_root, num_images=num_images, image_size=image_si
 # so). Geometric ops move image and mask together; photometric ops touch only the image.
 # Images are always resized to the profile's size first. (Cells that start with
 # `#| export` are also written into the `nailseg_common` package by `make export`, so later
-# notebooks import exactly this code: this one becomes `nailseg_common.policy`.)
+# notebooks import exactly this code: this one becomes `nailseg_common.pipelines.policy`.)
 
 # %%
-#| export policy
+#| export pipelines.policy: the augmentation policy every pipeline draws from
 from dataclasses import dataclass
 
 import pandas as pd
@@ -149,17 +149,17 @@ policy_table()
 # One flag deserves a second look: the mask's resize is `cv2.INTER_NEAREST_EXACT`, not
 # `cv2.INTER_NEAREST`. OpenCV's older nearest-neighbour resize samples each output pixel at
 # its top-left corner instead of its centre, so its masks sit about half a pixel below and to
-# the right of the bilinear image (`python -m tools.mask_alignment` measures it on the
+# the right of the bilinear image (`python -m lab.mask_alignment.mask_alignment` measures it on the
 # validation set: `results/mask_alignment_cpu.json`). Every nail's outline would be taught,
 # and scored, half a pixel off; notebook 07 shows what a pixel of outline costs.
 
 # %%
-#| export augmentation
+#| export pipelines.albumentations_pipeline: the Albumentations pipeline of the policy on CPU workers, its datasets and DataModule
 import albumentations as A
 import cv2
 
-from nailseg_common import gallery
-from nailseg_common.policy import POLICY
+from nailseg_common.pipelines import gallery
+from nailseg_common.pipelines.policy import POLICY
 
 augment_pairs, gallery_panels = gallery.augment_pairs, gallery.gallery_panels  # re-exported
 
@@ -234,7 +234,7 @@ for p in (0.5, 1.0):
 # A gallery says more than the table: each row is one training image, first resized only,
 # then three random draws of the policy. The yellow outline is the mask; it must hug the
 # nails after every flip and warp. `gallery_panels` (plot plumbing from
-# `nailseg_common.gallery`, re-exported by `augmentation` above) takes the augmentation to
+# `nailseg_common.pipelines.gallery`, re-exported by `augmentation` above) takes the augmentation to
 # show as a function, so notebooks 03 (Kornia) and 04 (DALI) draw their galleries with it
 # too; `augment_pairs` applies an Albumentations transform to a list of images.
 
@@ -263,7 +263,7 @@ plt.show()
 # would draw the same augmentations in lockstep.
 
 # %%
-#| export datasets
+#| export pipelines.albumentations_pipeline
 import numpy as np
 import pandas as pd
 import torch
@@ -317,14 +317,14 @@ def seed_worker_transform(worker_id: int) -> None:
 # on resized images only.
 
 # %%
-#| export datasets
+#| export pipelines.albumentations_pipeline
 import pytorch_lightning as pl
 from torch.utils.data import DataLoader
 
-from nailseg_common.images import read_binary_mask, read_rgb
-from nailseg_common.paths import DataLocation
-from nailseg_common.preparation import read_split
-from nailseg_common.profiles import Profile
+from nailseg_common.data.images import read_binary_mask, read_rgb
+from nailseg_common.data.preparation import read_split
+from nailseg_common.setup.paths import DataLocation
+from nailseg_common.setup.profiles import Profile
 
 
 class NailDataModule(pl.LightningDataModule):
@@ -372,12 +372,12 @@ print(f"{len(datamodule.train_set)} training, {len(datamodule.valid_set)} valida
 # nothing downloads; `encoder_weights="imagenet"` would fetch pretrained weights once.
 
 # %%
-#| export models
+#| export training.unet: the U-Net as a LightningModule, its losses and its scores
 import segmentation_models_pytorch as smp
 import torch
 from torch import nn
 
-from nailseg_common.downloads import offline_hint
+from nailseg_common.setup.environment import offline_hint
 
 
 def create_model(encoder: str = "resnet34", encoder_weights: str | None = None) -> nn.Module:
@@ -413,7 +413,7 @@ def to_unit_float(image: torch.Tensor) -> torch.Tensor:
 # dtype (sorting bf16 values loses ties).
 
 # %%
-#| export losses
+#| export training.unet
 import torch
 import torch.nn.functional as F
 
@@ -468,10 +468,8 @@ def soft_dice_loss(logits: torch.Tensor, targets: torch.Tensor, smooth: float = 
 # than averaging batch means.
 
 # %%
-#| export metrics
+#| export training.unet
 import torch
-
-from nailseg_common.losses import flat_pair
 
 
 def ratio_or_one(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tensor:
@@ -510,10 +508,8 @@ SCORES = {"val_dice": per_image_dice, "val_iou": per_image_iou, "val_soft_dice":
 # alone (exercise 4).
 
 # %%
-#| export models
+#| export training.unet
 import torch.nn.functional as F
-
-from nailseg_common.losses import soft_dice_loss, symmetric_lovasz
 
 
 def segmentation_loss(logits: torch.Tensor, targets: torch.Tensor, bce_weight: float = 1.0,
@@ -535,11 +531,9 @@ def segmentation_loss(logits: torch.Tensor, targets: torch.Tensor, bce_weight: f
 #   memory on CUDA, where bf16 convolutions run faster with it).
 
 # %%
-#| export models
+#| export training.unet
 import pytorch_lightning as pl
 from torchmetrics import MeanMetric
-
-from nailseg_common.metrics import SCORES
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
@@ -593,7 +587,7 @@ class SegmentationModel(pl.LightningModule):
 #   not epochs, so a few dozen photos train as long as the whole synthetic set.
 
 # %%
-#| export models
+#| export training.unet
 class LitNailSegmentation(SegmentationModel):
     """U-Net training with :func:`segmentation_loss`, AdamW and a per-step cosine schedule."""
 
@@ -636,21 +630,21 @@ print(f"{cfg.encoder} U-Net: {sum(p.numel() for p in model.parameters()) / 1e6:.
 # validations and checkpoints would otherwise take a third of the run). On a GPU it also
 # turns on TF32 for the float32 matrix products, a process-wide setting that stays on for
 # the rest of the notebook. The callbacks and the logger every course run has come from
-# `nailseg_common.run_logs.course_callbacks`: a checkpoint (full state: weights, optimizer
+# `nailseg_common.training.run_logs.course_callbacks`: a checkpoint (full state: weights, optimizer
 # and schedule) at each new best validation Dice, an `EpochClock` that logs each epoch's wall time (`epoch_s`), about ten
 # progress lines per training, and a CSV log under `runs/<profile>/<run name>/`;
 # `read_metrics` turns that log into one row per epoch.
 
 # %%
-#| export training
+#| export training.trainer: the Lightning trainer of every run, its speed callback and the bound of a resident batch
 import dataclasses
 
 import pytorch_lightning as pl
 import torch
 
-from nailseg_common import run_logs
-from nailseg_common.paths import runs_dir
-from nailseg_common.profiles import Profile
+from nailseg_common.setup.paths import runs_dir
+from nailseg_common.setup.profiles import Profile
+from nailseg_common.training import run_logs
 
 read_metrics, steady_epoch_seconds = run_logs.read_metrics, run_logs.steady_epoch_seconds
 latest_run_metrics, run_summary = run_logs.latest_run_metrics, run_logs.run_summary  # re-exported
@@ -686,12 +680,12 @@ def make_trainer(profile: Profile, run_name: str, **overrides) -> pl.Trainer:
 # without the first (starting workers, choosing cuDNN kernels) when there are several.
 
 # %%
-#| export training
+#| export training.trainer
 import statistics
 
 from pytorch_lightning.callbacks import Callback
 
-from nailseg_common.clock import synchronized_now
+from nailseg_common.measure.profiling import synchronized_now
 
 
 class TrainingSpeed(Callback):
@@ -736,7 +730,7 @@ class TrainingSpeed(Callback):
 # five epochs. The last section of the notebook divides one by the other.
 
 # %%
-#| export training
+#| export training.trainer
 from torch.utils.data import DataLoader
 
 

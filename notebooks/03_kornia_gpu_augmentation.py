@@ -57,13 +57,11 @@ import pandas as pd
 import pytorch_lightning as pl
 from IPython.display import display
 
-from nailseg_common import plots
-from nailseg_common.augmentation import gallery_panels
-from nailseg_common.benchmark import TARGETS, load_results, results_label
-from nailseg_common.datasets import NailDataModule
-from nailseg_common.models import LitNailSegmentation
-from nailseg_common.policy import policy_table
-from nailseg_common.training import (
+from nailseg_common.measure import plots
+from nailseg_common.measure.benchmark import TARGETS, load_results, results_label
+from nailseg_common.pipelines.albumentations_pipeline import NailDataModule, gallery_panels
+from nailseg_common.pipelines.policy import policy_table
+from nailseg_common.training.trainer import (
     TrainingSpeed,
     bound_images_per_second,
     latest_run_metrics,
@@ -71,6 +69,7 @@ from nailseg_common.training import (
     read_metrics,
     run_summary,
 )
+from nailseg_common.training.unet import LitNailSegmentation
 
 # %% tags=["parameters"]
 profile = ""            # smoke, cpu or gpu; empty: $NAILSEG_PROFILE, else chosen from the hardware
@@ -91,7 +90,7 @@ bench_steps = None      # training batches per timed epoch in the gap measuremen
 bench_repeats = None    # timed epochs per measurement (after one warm-up epoch)
 
 # %%
-from nailseg_common.course import start
+from nailseg_common.setup.course import start
 
 cfg, data = start(profile, data_root, num_images=num_images, image_size=image_size,
                   batch_size=batch_size, max_steps=max_steps, encoder=encoder, lr=lr,
@@ -115,12 +114,12 @@ print(f"Kornia runs on the {cfg.accelerator.upper()} in this notebook"
 # image, resampled with nearest neighbour so it stays binary; photometric ops leave it alone.
 
 # %%
-#| export gpu_augmentation
+#| export pipelines.kornia_pipeline: the Kornia pipeline of the policy on the GPU, and the uint8 cache it reads
 from collections.abc import Mapping
 
 import kornia.augmentation as K
 
-from nailseg_common.policy import POLICY, PolicyOp
+from nailseg_common.pipelines.policy import POLICY, PolicyOp
 
 
 def _check_policy(policy: Mapping[str, PolicyOp]) -> None:
@@ -175,7 +174,7 @@ kornia_sequential()
 # host-to-device copy.
 
 # %%
-#| export gpu_augmentation
+#| export pipelines.kornia_pipeline
 import torch
 import torch.nn.functional as F
 
@@ -207,7 +206,7 @@ def _warp(image, label, flip_x, flip_y, angle, scale, shift_x, shift_y):
 # `torch.where` instead of indexing, so nothing is read back to the host.
 
 # %%
-#| export gpu_augmentation
+#| export pipelines.kornia_pipeline
 def _gate(u, policy, name: str, column: int) -> torch.Tensor:
     """Per sample: is op ``name`` applied (False for every sample when it is not in the policy)?"""
     if name not in policy:
@@ -242,7 +241,7 @@ def _fused_geometry(image, label, policy, u):
 # one sigma per sample.
 
 # %%
-#| export gpu_augmentation
+#| export pipelines.kornia_pipeline
 from kornia.filters import filter2d_separable, get_gaussian_kernel1d
 
 
@@ -277,10 +276,10 @@ def _fused_photometric(image, policy, u, generator):
 # generator; without a seed it uses PyTorch's global one, so `pl.seed_everything` covers it.
 
 # %%
-#| export gpu_augmentation
+#| export pipelines.kornia_pipeline
 from torch import nn
 
-from nailseg_common.models import to_unit_float
+from nailseg_common.training.unet import to_unit_float
 
 IMPLEMENTATIONS = ("fused", "sequential")
 
@@ -350,22 +349,22 @@ print(inspect.getsource(LitNailSegmentation.on_after_batch_transfer))
 # epoch, so they are done once:
 # every image and mask is resized with the baseline's validation transform and stored as one
 # contiguous uint8 array per split (`N×3×S×S` and `N×1×S×S`) under the prepared folder.
-# `nailseg_common.built_once` keeps that folder honest: it builds it under a lock in a
+# `nailseg_common.setup.files` keeps that folder honest: it builds it under a lock in a
 # temporary folder renamed into place, and rebuilds it when the manifest (the source files,
 # and a size and digest of every written file) no longer matches.
 
 # %%
-#| export cache
+#| export pipelines.kornia_pipeline
 import os
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from nailseg_common.augmentation import valid_transform
-from nailseg_common.built_once import build_once
-from nailseg_common.paths import DataLocation
-from nailseg_common.preparation import read_split
+from nailseg_common.data.preparation import read_split
+from nailseg_common.pipelines.albumentations_pipeline import valid_transform
+from nailseg_common.setup.files import build_once
+from nailseg_common.setup.paths import DataLocation
 
 SPLITS = ("train", "valid")
 CACHE_FORMAT = 3  # 3: masks resized on the image's pixel grid (notebook 02's resize)
@@ -398,7 +397,7 @@ def _write_split(location: DataLocation, split: str, image_size: int, folder: Pa
 # split into memory as two uint8 tensors.
 
 # %%
-#| export cache
+#| export pipelines.kornia_pipeline
 def ensure_cache(location: DataLocation, image_size: int) -> Path:
     """Build the uint8 cache of both splits once; later calls check it and return its folder."""
     sources = {split: [os.path.relpath(p, location.prepared)
@@ -427,7 +426,7 @@ def load_cache(location: DataLocation, image_size: int, split: str) -> tuple[tor
 # no collate, uint8 on the wire (four times less than float32).
 
 # %%
-#| export cache
+#| export pipelines.kornia_pipeline
 class BatchSlices(torch.utils.data.Dataset):
     """Whole batches from contiguous uint8 tensors: ``dataset[list_of_indices]`` is one batch."""
 
@@ -451,11 +450,11 @@ class BatchSlices(torch.utils.data.Dataset):
 # `LitNailSegmentation(gpu_augmentation=KorniaAugmentation())`.
 
 # %%
-#| export cache
+#| export pipelines.kornia_pipeline
 import pytorch_lightning as pl
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
 
-from nailseg_common.profiles import Profile
+from nailseg_common.setup.profiles import Profile
 
 
 class CachedNailDataModule(pl.LightningDataModule):

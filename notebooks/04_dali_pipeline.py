@@ -61,11 +61,12 @@ import pytorch_lightning as pl
 import torch
 from IPython.display import display
 
-from nailseg_common import benchmark, plots, training
-from nailseg_common.metrics import per_image_dice
-from nailseg_common.models import LitNailSegmentation
-from nailseg_common.policy import policy_table
-from nailseg_common.preparation import read_split
+from nailseg_common.data.preparation import read_split
+from nailseg_common.measure import benchmark, plots
+from nailseg_common.pipelines.policy import policy_table
+from nailseg_common.training.run_logs import latest_run_metrics, read_metrics, run_summary
+from nailseg_common.training.trainer import TrainingSpeed, bound_images_per_second, make_trainer
+from nailseg_common.training.unet import LitNailSegmentation, per_image_dice
 
 # %% tags=["parameters"]
 profile = ""            # smoke, cpu or gpu; empty: $NAILSEG_PROFILE, else chosen from the hardware
@@ -84,7 +85,7 @@ val_every_n_epochs = None  # validate (and checkpoint) every n epochs
 bench_steps = None      # steps per epoch of the bound measurement (five epochs)
 
 # %%
-from nailseg_common.course import start
+from nailseg_common.setup.course import start
 
 cfg, data = start(profile, data_root, num_images=num_images, image_size=image_size,
                   batch_size=batch_size, max_steps=max_steps, encoder=encoder, lr=lr,
@@ -95,15 +96,15 @@ cfg, data = start(profile, data_root, num_images=num_images, image_size=image_si
 # %% [markdown]
 # ## Is DALI here, and where will it run?
 #
-# `nailseg_common.dali_support` imports DALI where it can; where it cannot, it says why in
+# `nailseg_common.setup.environment` imports DALI where it can; where it cannot, it says why in
 # one line and anything that would run DALI raises that line as an error. Where DALI runs
 # follows the profile: a profile that trains on CUDA runs DALI's pixel operators on the GPU,
 # any other runs the whole graph on CPU threads. (Cells that start with `#| export` are
-# written into `nailseg_common.dali_pipelines`, which the benchmark and notebook 08 import.)
+# written into `nailseg_common.pipelines.dali_pipeline`, which the benchmark and notebook 08 import.)
 
 # %%
-#| export dali_pipelines
-from nailseg_common.dali_support import (
+#| export pipelines.dali_pipeline: the DALI pipeline that decodes and augments on the GPU, and its DataModule
+from nailseg_common.setup.environment import (
     DALIGenericIterator,
     LastBatchPolicy,
     dali_available,
@@ -114,7 +115,7 @@ from nailseg_common.dali_support import (
     require_dali,
     types,
 )
-from nailseg_common.profiles import Profile
+from nailseg_common.setup.profiles import Profile
 
 
 def dali_device(profile: Profile) -> str:
@@ -241,12 +242,12 @@ if HAVE_DALI:
 # arguments.
 
 # %%
-#| export dali_pipelines
+#| export pipelines.dali_pipeline
 import os
 from collections.abc import Mapping, Sequence
 from typing import Self
 
-from nailseg_common.policy import POLICY, PolicyOp
+from nailseg_common.pipelines.policy import POLICY, PolicyOp
 
 READER_NAME = "images"  # the reader whose epoch the iterator follows
 OUTPUT_MAP = ["image", "label"]
@@ -274,7 +275,7 @@ def _uniform(bounds, shape=None):
 # filled with 0. When the affine's coin says no, its zoom is 1, its angle 0 and its offset 0.
 
 # %%
-#| export dali_pipelines
+#| export pipelines.dali_pipeline
 def _geometry(image_size: int, policy: Mapping[str, PolicyOp]):
     """One 2×3 matrix per sample: the flips, then the affine, of the resized image."""
     size = float(image_size)
@@ -300,7 +301,7 @@ def _geometry(image_size: int, policy: Mapping[str, PolicyOp]):
 # sigma 0.001, whose 5-tap kernel is `[0, 0, 1, 0, 0]`.
 
 # %%
-#| export dali_pipelines
+#| export pipelines.dali_pipeline
 def _photometric(image, policy: Mapping[str, PolicyOp]):
     """Brightness/contrast, noise and blur on the image (never the mask)."""
     op = policy.get("brightness_contrast")
@@ -330,7 +331,7 @@ def _photometric(image, policy: Mapping[str, PolicyOp]):
 # training image exactly once per epoch.
 
 # %%
-#| export dali_pipelines
+#| export pipelines.dali_pipeline
 @pipeline_def
 def nail_pipeline(image_files: Sequence[str], mask_files: Sequence[str], image_size: int,
                   augment: bool, on_gpu: bool, shard_id: int = 0, num_shards: int = 1,
@@ -371,7 +372,7 @@ def nail_pipeline(image_files: Sequence[str], mask_files: Sequence[str], image_s
 # `device_id=None`.
 
 # %%
-#| export dali_pipelines
+#| export pipelines.dali_pipeline
 def build_pipeline(image_files: Sequence[str], mask_files: Sequence[str], *, image_size: int,
                    batch_size: int, augment: bool, device: str = "cpu",
                    device_id: int | None = None, shard_id: int = 0, num_shards: int = 1,
@@ -434,7 +435,7 @@ with pd.option_context("display.max_colwidth", None):
 #   next pass, so validation always sees the same images; training simply continues.
 
 # %%
-#| export dali_pipelines
+#| export pipelines.dali_pipeline
 class DALILoader:
     """Batches ``{"image", "label"}`` with ``len()`` = batches per epoch: ``DROP`` for training,
     ``PARTIAL`` for validation, unless ``last_batch_policy`` says otherwise."""
@@ -477,9 +478,9 @@ class DALILoader:
 # in the order of notebook 01's CSV, and `sample_names` decodes the `sample_id` output.
 
 # %%
-#| export dali_pipelines
-from nailseg_common.paths import DataLocation
-from nailseg_common.preparation import read_split
+#| export pipelines.dali_pipeline
+from nailseg_common.data.preparation import read_split
+from nailseg_common.setup.paths import DataLocation
 
 
 def make_loader(image_files: Sequence[str], mask_files: Sequence[str], *, image_size: int,
@@ -556,7 +557,7 @@ if HAVE_DALI:
 # the profile's device, each rank on its own shard and GPU with its own augmentation seed.
 
 # %%
-#| export dali_pipelines
+#| export pipelines.dali_pipeline
 def shard_of(trainer) -> tuple[int, int, int | None]:
     """(shard_id, num_shards, CUDA device index) of this rank; (0, 1, None) without a trainer."""
     if trainer is None:
@@ -566,7 +567,7 @@ def shard_of(trainer) -> tuple[int, int, int | None]:
 
 
 # %%
-#| export dali_pipelines
+#| export pipelines.dali_pipeline
 import pytorch_lightning as pl
 
 
@@ -627,15 +628,15 @@ DICE_TARGET = 0.90  # the course's hard-Dice target for the gpu profile
 if HAVE_DALI:
     pl.seed_everything(0, verbose=False)
     model = LitNailSegmentation(encoder=cfg.encoder, lr=cfg.lr, max_steps=cfg.max_steps)
-    speed = training.TrainingSpeed()
-    trainer = training.make_trainer(cfg, "04_dali", callbacks=[speed])
+    speed = TrainingSpeed()
+    trainer = make_trainer(cfg, "04_dali", callbacks=[speed])
     trainer.fit(model, datamodule=DALINailDataModule(data, cfg))
-    dali_metrics = training.read_metrics(trainer)
+    dali_metrics = read_metrics(trainer)
     dice = dali_metrics["val_dice"].dropna().iloc[-1]
     print(f"{trainer.global_step} steps, {len(dali_metrics)} epochs: final hard Dice {dice:.3f}, "
           f"target {DICE_TARGET:.2f} {'met' if dice >= DICE_TARGET else 'missed'} by {abs(dice - DICE_TARGET):.3f}")
     resident = [{k: v.to(cfg.device) for k, v in b.items()} for b, _ in zip(train_loader, range(4))]
-    bound = training.bound_images_per_second(
+    bound = bound_images_per_second(
         cfg, lambda: LitNailSegmentation(cfg.encoder, cfg.lr, cfg.max_steps), resident, 5 * cfg.bench_steps)
     ratio = speed.images_per_second() / bound
     target = next(t.minimum for t in benchmark.TARGETS if (t.pipeline, t.metric) == ("dali", "train_ratio_to_bound"))
@@ -690,7 +691,7 @@ if HAVE_DALI:
 
 # %%
 curves = {f"DALI on the {device.upper()}": dali_metrics} if HAVE_DALI else {}
-baseline = training.latest_run_metrics(cfg, "02_lightning_baseline")
+baseline = latest_run_metrics(cfg, "02_lightning_baseline")
 if baseline is None:
     print(f"No finished run of notebook 02 in the {cfg.name!r} profile under runs/: run notebook "
           "02 with the same profile first to compare.")
@@ -700,7 +701,7 @@ else:
 if curves:
     plots.plot_training_curves(curves)
     plt.show()
-    display(pd.DataFrame.from_dict({name: training.run_summary(m) for name, m in curves.items()},
+    display(pd.DataFrame.from_dict({name: run_summary(m) for name, m in curves.items()},
                                    orient="index").round(3))
 
 # %% [markdown]

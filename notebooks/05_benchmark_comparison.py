@@ -48,7 +48,7 @@
 #   for your own machine
 #
 # The timing code is written out here in full; the cells that start with `#| export timing`
-# become the module `nailseg_common.timing` (`make export`), which the command-line
+# become the module `nailseg_common.measure.timing` (`make export`), which the command-line
 # benchmark (`make bench`) and notebook 07 use.
 #
 # > **CPU or GPU?** The notebook runs everywhere. The live run measures the course's three
@@ -65,7 +65,7 @@ import pandas as pd
 import torch
 from IPython.display import display
 
-from nailseg_common.benchmark import (
+from nailseg_common.measure.benchmark import (
     TARGETS,
     best_albumentations,
     cpu_workers_to_reach_bound,
@@ -78,16 +78,16 @@ from nailseg_common.benchmark import (
     summary_table,
     worker_counts,
 )
-from nailseg_common.clock import synchronized_now
-from nailseg_common.dali_pipelines import dali_status
-from nailseg_common.environment import library_versions
-from nailseg_common.paths import REPO_ROOT
-from nailseg_common.plots import (
+from nailseg_common.measure.plots import (
     plot_benchmark_sets,
     plot_benchmark_throughput,
     plot_ratio_to_bound,
     plot_worker_scaling,
 )
+from nailseg_common.measure.profiling import synchronized_now
+from nailseg_common.pipelines.dali_pipeline import dali_status
+from nailseg_common.setup.environment import library_versions
+from nailseg_common.setup.paths import REPO_ROOT
 
 # %% tags=["parameters"]
 profile = ""          # smoke, cpu or gpu; empty: $NAILSEG_PROFILE, else chosen from the hardware
@@ -108,7 +108,7 @@ workers = None        # Albumentations worker counts, e.g. [2, 4]; None: num_wor
 reference = "results/benchmark_h100.json"  # committed GPU results, relative to the repository
 
 # %%
-from nailseg_common.course import start
+from nailseg_common.setup.course import start
 
 cfg, data = start(profile, data_root, num_images=num_images, image_size=image_size,
                   batch_size=batch_size, encoder=encoder, lr=lr, num_workers=num_workers,
@@ -142,7 +142,7 @@ print(f"device {cfg.device}; timing windows: {cfg.bench_repeats} × {cfg.bench_s
 # right after the calls measures how fast Python queued work, not how fast the GPU did it.
 # `torch.cuda.synchronize()` waits until the queue is empty, so a clock read after it
 # includes all the work. The course has one such clock, `synchronized_now(device)` in
-# `nailseg_common.clock`: it synchronises a CUDA device, then reads `time.perf_counter()`.
+# `nailseg_common.measure.profiling`: it synchronises a CUDA device, then reads `time.perf_counter()`.
 # Here are the two readings of the same matrix products (on a CPU there is no queue, so
 # they agree):
 
@@ -170,14 +170,13 @@ print(f"{products} products of {size}×{size} on {cfg.device}: clock read after 
 # anyone can recompute.
 
 # %%
-#| export timing
+#| export measure.timing: timing an input pipeline alone and feeding a training step, window by window
 import statistics  # the timing module's imports, for the cells below too
 
 import psutil
 import torch
 
-from nailseg_common.clock import synchronized_now
-from nailseg_common.utilisation import UtilisationSampler, cpu_busy_percent
+from nailseg_common.measure.profiling import UtilisationSampler, cpu_busy_percent, synchronized_now
 
 
 def summarize(rates: list[float]) -> dict:
@@ -205,10 +204,10 @@ def summarize(rates: list[float]) -> dict:
 # machine was doing: the GPU's busy share, which NVIDIA's management library (NVML) reports
 # and a thread samples with timestamps, and the busy share of all CPU cores from
 # `psutil.cpu_times()` before and after the window. Both come from
-# `nailseg_common.utilisation` (the NVML thread is plumbing, not the lesson).
+# `nailseg_common.measure.profiling` (the NVML thread is plumbing, not the lesson).
 
 # %%
-#| export timing
+#| export measure.timing
 class WindowClock:
     """Counts batches; after ``warmup`` of them, times ``repeats`` windows of ``steps``
     (call :meth:`tick` once a batch is done; a window ends with ``synchronized_now``)."""
@@ -261,7 +260,7 @@ class WindowClock:
 # in the caller, so it raises.
 
 # %%
-#| export timing
+#| export measure.timing
 def window_summary(clock: WindowClock) -> dict:
     """:func:`summarize` of ``clock``'s windows, with utilisation (medians over windows)."""
     if not clock.done:
@@ -299,7 +298,7 @@ print(f"median {timed['img_s']:.1f}, min–max {timed['img_s_min']:.1f}–{timed
 # holds, so the loader is started again, as training does at each epoch.
 
 # %%
-#| export timing
+#| export measure.timing
 from collections.abc import Callable, Iterable, Iterator
 
 
@@ -351,7 +350,7 @@ def measure_loader(loader: Iterable[dict], device: torch.device, warmup: int, st
 # (same size, same pixel statistics), so the step does the same work as with any pipeline.
 
 # %%
-#| export timing
+#| export measure.timing
 BOUND_BATCHES = 8  # distinct batches kept on the device for the bound
 
 
@@ -389,15 +388,15 @@ def resident_batches(loader: Iterable[dict], device: torch.device, count: int = 
 # `on_after_batch_transfer`, inside the training step.
 
 # %%
-#| export timing
+#| export measure.timing
 import contextlib
 import warnings
 
 import pytorch_lightning as pl
 
-from nailseg_common.models import LitNailSegmentation
-from nailseg_common.profiles import Profile
-from nailseg_common.training import make_trainer
+from nailseg_common.setup.profiles import Profile
+from nailseg_common.training.trainer import make_trainer
+from nailseg_common.training.unet import LitNailSegmentation
 
 
 class ClockCallback(pl.Callback):
@@ -439,7 +438,7 @@ def measure_training(loader: Iterable[dict], profile: Profile, warmup: int, step
 # %% [markdown]
 # ## The live run
 #
-# The benchmark (`nailseg_common.benchmark`) measures pipelines with these functions. Its
+# The benchmark (`nailseg_common.measure.benchmark`) measures pipelines with these functions. Its
 # catalogue, `default_pipelines`, builds each pipeline's loader from the module that teaches
 # it: Albumentations (notebook 02), the uint8 cache + Kornia (notebook 03), and DALI
 # (notebook 04) when it is installed. The live run takes the course's three pipelines, with
@@ -509,7 +508,7 @@ if live is not None:
 committed = load_results(REPO_ROOT / reference)
 if committed is None:
     print(f"No reference results yet: {reference} has not been committed. Run "
-          f"`python -m nailseg_common.benchmark --profile gpu --out {reference}` on a GPU.")
+          f"`python -m nailseg_common.measure.benchmark --profile gpu --out {reference}` on a GPU.")
 else:
     print("reference:", results_label(committed), f"in {committed['wall_s']:.0f} s")
     print(stability_warning(committed) or "The bound was stable between the start and the end of the run.")
@@ -646,7 +645,7 @@ for name, results in result_sets.items():
 # 1. Run the live benchmark with `workers = [1, 2]` and then with your machine's core count.
 #    Where does the Albumentations curve flatten, and what is the CPU utilisation there?
 # 2. Change `reference` to your own results file written by
-#    `python -m nailseg_common.benchmark --out results/mine.json` and compare both machines.
+#    `python -m nailseg_common.measure.benchmark --out results/mine.json` and compare both machines.
 # 3. On a GPU, time the matrix products of the first cells in windows of your own, reading
 #    `time.perf_counter()` without synchronising, and compare the rates with `WindowClock`'s.
 #    Then synchronise once, before the last reading only: which window absorbs the GPU's

@@ -65,11 +65,12 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
-from nailseg_common import plots, predict
-from nailseg_common.paths import runs_dir
-from nailseg_common.photos import photos_or_standin
-from nailseg_common.profiles import select_profile
-from nailseg_common.starts import advice_in_words, available_starts
+from nailseg_common import predict
+from nailseg_common.data.synthetic import photos_or_standin
+from nailseg_common.measure import plots
+from nailseg_common.setup.environment import advice_in_words, available_starts
+from nailseg_common.setup.paths import runs_dir
+from nailseg_common.setup.profiles import select_profile
 
 # %% [markdown]
 # Every knob is a parameter (papermill `-p name value`); `None` keeps the profile's value.
@@ -98,7 +99,7 @@ max_train_batches = None  # cap per epoch (0: the whole set)
 max_valid_batches = None  # cap of each validation
 
 # %% [markdown]
-# `photos_or_standin` (in `nailseg_common.photos`) returns the folder of your photos, or
+# `photos_or_standin` (in `nailseg_common.data.synthetic`) returns the folder of your photos, or
 # generates the **stand-in**: synthetic photos in another style than the training set (one
 # hand close up, warm indoor light, plain surfaces out of focus, other polish), all of one
 # type as a user's own photos would be. Either way `start` prepares the folder exactly as a
@@ -108,7 +109,7 @@ max_valid_batches = None  # cap of each validation
 # the course's model was trained at 384 px and loses much of its skill far below that.
 
 # %%
-from nailseg_common.course import start
+from nailseg_common.setup.course import start
 
 photos = photos_or_standin(profile, data_root, standin_images)
 side = image_size or select_profile(profile, accelerator=accelerator).finetune_image_size
@@ -132,10 +133,10 @@ cfg, data = start(profile, photos, image_size=side, batch_size=batch_size,
 # notebook 02 loses to the shipped model, a GPU's full run beats it. A checkpoint also stores the module's
 # hyperparameters, so `checkpoint_hparams` tells which encoder the weights belong to,
 # without building a model. (Cells that start with `#| export finetune` are also written
-# into `nailseg_common.finetune` by `make export`.)
+# into `nailseg_common.training.finetune` by `make export`.)
 
 # %%
-#| export finetune
+#| export training.finetune: fine-tuning on your own photos, the starts compared by cross-validation, the weights kept
 import json
 import math
 from pathlib import Path
@@ -143,8 +144,8 @@ from pathlib import Path
 import torch
 
 import nailseg_common
-from nailseg_common.paths import runs_dir
-from nailseg_common.profiles import Profile
+from nailseg_common.setup.paths import runs_dir
+from nailseg_common.setup.profiles import Profile
 
 CHECKPOINT_RUNS = ("02_lightning_baseline", "04_dali")
 """The runs whose best checkpoint is the course's synthetic-pretrained model."""
@@ -233,24 +234,23 @@ else:
 # fused kernel, one launch instead of a dozen per group of tensors. With a batch of a dozen
 # photos the GPU waits on the host that launches its kernels, so launches are what a step
 # costs. Offline, the Hub client would retry each file for half a minute or more;
-# `cache_only_when_offline` (in `nailseg_common.hub`) first checks whether the Hub can be
+# `cache_only_when_offline` (in `nailseg_common.setup.environment`) first checks whether the Hub can be
 # reached and, when it cannot, lets the client look in its local cache only. Either way a
 # missing download ends in `create_model`'s `RuntimeError`, which says what to do. Every
 # start draws its random initialisation from the same seed. `available_starts` (in
-# `nailseg_common.starts`) lists the starts this machine can run: the synthetic one needs a
+# `nailseg_common.setup.environment`) lists the starts this machine can run: the synthetic one needs a
 # checkpoint, the ImageNet one its weights, which it tries to fetch once. One note concerns
 # encoders with depthwise convolutions, such as the shipped model's mobilenet_v2: in half
 # precision and the channels-last layout, cuDNN compiles their kernels the first time a
-# process meets each shape. `run_depthwise_as` (in `nailseg_common.depthwise`) runs those
+# process meets each shape. `run_depthwise_as` (in `nailseg_common.setup.environment`) runs those
 # layers in float32 instead: on an H100 a fresh process's first training step took 4.4 to
 # 5.9 s instead of 7.3 to 10.4 s, for 1.2 ms more per step (`results/depthwise_first_step_h100.json`).
 
 # %%
-#| export finetune
-from nailseg_common.depthwise import run_depthwise_as
-from nailseg_common.fast_training import FastNailSegmentation
-from nailseg_common.hub import cache_only_when_offline
-from nailseg_common.models import LitNailSegmentation
+#| export training.finetune
+from nailseg_common.setup.environment import cache_only_when_offline, run_depthwise_as
+from nailseg_common.training.fast_training import FastNailSegmentation
+from nailseg_common.training.unet import LitNailSegmentation
 
 STARTS = ("random", "synthetic", "imagenet")
 
@@ -312,13 +312,13 @@ print(f"{len(available)} of {len(STARTS)} starts to fine-tune: {', '.join(availa
 # notebook 03's uint8 cache, already resized; a fold is then two lists of indices.
 
 # %%
-#| export finetune
+#| export training.finetune
 import numpy as np
 import pandas as pd
 
-from nailseg_common.cache import SPLITS, BatchSlices, load_cache
-from nailseg_common.paths import DataLocation
-from nailseg_common.preparation import read_split
+from nailseg_common.data.preparation import read_split
+from nailseg_common.pipelines.kornia_pipeline import SPLITS, BatchSlices, load_cache
+from nailseg_common.setup.paths import DataLocation
 
 
 def photos_on_device(data: DataLocation, profile: Profile) -> tuple[pd.DataFrame, BatchSlices]:
@@ -360,7 +360,7 @@ print(f"{len(frame)} photos in {folds} folds: each start trains {len(fold_sets)}
 # batch` tensor of indices, a row per batch: a step that copied its indices from the host
 # would wait there for the GPU to finish all the work queued before it, so the host could
 # not prepare the next step while the GPU runs this one (torch's sync debug mode finds such
-# places: `python -m tools.profile_fine_tune --sync-sites 30`). `fine_tune` trains one start
+# places: `python -m lab.fine_tune_step.profile_fine_tune --sync-sites 30`). `fine_tune` trains one start
 # on one fold:
 #
 # - **the same batches and augmentations** for every start: `seed_everything`, the order's
@@ -368,16 +368,16 @@ print(f"{len(frame)} photos in {folds} folds: each start trains {len(fold_sets)}
 # - **validation at the same steps**, a few times (`validations`), for the curves;
 # - **no checkpoints**: the held-out photos are what the runs are scored on, so picking each
 #   run's best validation would flatter every start. Each run keeps its final weights;
-# - **no cuDNN kernel search** (`benchmark=False`): `tools/profile_fine_tune.py` measured that
+# - **no cuDNN kernel search** (`benchmark=False`): `lab/fine_tune_step/profile_fine_tune.py` measured that
 #   on runs this short the search costs more than the kernels it finds save.
 
 # %%
-#| export finetune
+#| export training.finetune
 import pytorch_lightning as pl
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 
-from nailseg_common.gpu_augmentation import KorniaAugmentation
-from nailseg_common.training import make_trainer
+from nailseg_common.pipelines.kornia_pipeline import KorniaAugmentation
+from nailseg_common.training.trainer import make_trainer
 
 
 class PhotosOnDevice(pl.LightningDataModule):
@@ -421,7 +421,7 @@ class PhotosOnDevice(pl.LightningDataModule):
 # to capture and nothing changes.
 
 # %%
-#| export finetune
+#| export training.finetune
 class GraphedUNet(pl.Callback):
     """On a GPU, the U-Net's training forward and backward as two CUDA graphs captured at the
     first batch (``torch.cuda.make_graphed_callables``); training batches keep its shape."""
@@ -458,11 +458,11 @@ class GraphedUNet(pl.Callback):
 # 0.881 ± 0.012 (`results/fine_tune_batchnorm_cpu_generator4.json`). With 120 steps at
 # 384 px on an H100 relearning them was a little better, 0.934 ± 0.010 against
 # 0.926 ± 0.011 (`results/fine_tune_batchnorm_h100.json`). The profile's
-# `finetune_keep_statistics` says which; `tools/fine_tune_batchnorm.py` measures both ways
+# `finetune_keep_statistics` says which; `lab/fine_tune_batchnorm/fine_tune_batchnorm.py` measures both ways
 # on your photos.
 
 # %%
-#| export finetune
+#| export training.finetune
 from torch import nn
 
 
@@ -510,8 +510,8 @@ def fine_tune(model: LitNailSegmentation, datamodule: PhotosOnDevice, profile: P
 # per-image metrics the LightningModule averages into `val_dice` and `val_iou`.
 
 # %%
-#| export finetune
-from nailseg_common.metrics import per_image_dice, per_image_iou
+#| export training.finetune
+from nailseg_common.training.unet import per_image_dice, per_image_iou
 
 
 def predict_logits(model: LitNailSegmentation, images: torch.Tensor,
@@ -558,12 +558,12 @@ else:
 # learning curve below.
 
 # %%
-#| export finetune
+#| export training.finetune
 import time
 from collections.abc import Callable
 from typing import NamedTuple
 
-from nailseg_common.training import read_metrics
+from nailseg_common.training.trainer import read_metrics
 
 
 class CrossValidation(NamedTuple):
@@ -632,7 +632,7 @@ per_photo.round(3)
 # is), the standard error of that gain, and on how many photos the best one wins.
 
 # %%
-#| export finetune
+#| export training.finetune
 def compare_starts(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per start (``{start: score_photos table}``), best mean hard Dice first: the
     mean ``hard Dice`` and its standard error ``± SE``, the mean ``IoU``, the worst photo's
@@ -644,21 +644,24 @@ def compare_starts(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame.from_dict(rows, orient="index").sort_values("hard Dice", ascending=False)
 
 
+def paired_gain(better: pd.Series, worse: pd.Series) -> dict:
+    """``better - worse`` on the same photos: mean ``gain``, its ``gain_se``, ``wins``, ``loses``."""
+    g = better - worse
+    se = g.std(ddof=1) / math.sqrt(len(g)) if len(g) > 1 else math.nan  # NaN for one photo
+    return {"gain": g.mean(), "gain_se": se, "wins": int(sum(g > 0)), "loses": int(sum(g < 0))}
+
+
 def recommend_start(tables: dict[str, pd.DataFrame]) -> dict:
-    """The start with the best mean hard Dice and, against the runner-up on the same photos,
-    the mean ``gain`` in Dice, its standard error ``gain_se`` (NaN for one photo), the gain
-    in standard errors ``lead_se`` (NaN without a spread), and the photos it ``wins`` and
-    ``loses``; ``runner_up`` is ``None`` when there is one start."""
+    """The start of best mean hard Dice; against the ``runner_up`` (None for one start), its
+    ``paired_gain`` and that gain in standard errors ``lead_se`` (NaN without a spread)."""
     ranking = compare_starts(tables).index
     best = ranking[0]
     advice = {"best": best, "runner_up": None, "photos": len(tables[best])}
     if len(ranking) > 1:
         runner_up = ranking[1]
-        gain = tables[best]["dice"] - tables[runner_up]["dice"]
-        se = gain.std(ddof=1) / math.sqrt(len(gain)) if len(gain) > 1 else math.nan
-        advice.update(runner_up=runner_up, gain=gain.mean(), gain_se=se,
-                      lead_se=gain.mean() / se if se > 0 else math.nan,
-                      wins=int((gain > 0).sum()), loses=int((gain < 0).sum()))
+        gain = paired_gain(tables[best]["dice"], tables[runner_up]["dice"])
+        lead = gain["gain"] / gain["gain_se"] if gain["gain_se"] > 0 else math.nan
+        advice.update(runner_up=runner_up, **gain, lead_se=lead)
     return advice
 
 
@@ -723,7 +726,7 @@ plt.show()
 # The advice below is computed from this run's numbers: the paired gain of the best start
 # over the runner-up, with its standard error and the number of photos. A gain counts as
 # clear when it is more than twice its standard error; with a few photos that is a high
-# bar, and it should be. (`advice_in_words`, in `nailseg_common.starts`, puts the advice
+# bar, and it should be. (`advice_in_words`, in `nailseg_common.setup.environment`, puts the advice
 # in words.)
 
 # %%
@@ -753,7 +756,7 @@ print(f"skipped: {', '.join(skipped) or 'none'}; the scores are at {cfg.image_si
 # it was trained at; the zero-shot row needs nothing written, it *is* the checkpoint.
 
 # %%
-#| export finetune
+#| export training.finetune
 def save_weights(model: LitNailSegmentation, path: str | Path, image_size: int) -> Path:
     """``model``'s weights as :func:`load_weights` reads them, with the ``image_size`` it was
     trained at (``nailseg_common.predict`` reads it); returns ``path``."""

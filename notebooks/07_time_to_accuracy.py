@@ -74,12 +74,12 @@ import pandas as pd
 import pytorch_lightning as pl
 from IPython.display import display
 
-from nailseg_common.benchmark import default_pipelines, load_results, results_label, train_loader_of
-from nailseg_common.dali_pipelines import dali_status
-from nailseg_common.environment import datasheet_tflops
-from nailseg_common.paths import REPO_ROOT
-from nailseg_common.plots import plot_iou_curves, plot_ratio_change, plot_step_ladder
-from nailseg_common.timing import measure_training, resident_batches
+from nailseg_common.measure.benchmark import load_results, results_label, train_loader_of
+from nailseg_common.measure.plots import plot_iou_curves, plot_ratio_change, plot_step_ladder
+from nailseg_common.measure.timing import measure_training, resident_batches
+from nailseg_common.pipelines.dali_pipeline import dali_status
+from nailseg_common.setup.environment import datasheet_tflops
+from nailseg_common.setup.paths import REPO_ROOT
 
 # %% tags=["parameters"]
 profile = ""              # smoke, cpu or gpu; empty: $NAILSEG_PROFILE, else chosen from the hardware
@@ -111,7 +111,7 @@ seed_results = "results/time_to_accuracy_h100.json"  # this recipe over seeds, o
 iou_levels = [0.80, 0.82, 0.83, 0.84]  # lower levels of IoU the seeds are timed to as well
 
 # %%
-from nailseg_common.course import start
+from nailseg_common.setup.course import start
 
 cfg, data = start(profile, data_root, num_images=num_images, image_size=image_size,
                   encoder=encoder, precision=precision, accelerator=accelerator,
@@ -150,15 +150,15 @@ if old:
 #
 # It also keeps a batch's `sample_id` (notebook 04's DALI graph can add it), which notebook
 # 08 uses to check what each GPU saw. (Cells that start with `#| export fast_training` are
-# written into `nailseg_common.fast_training` by `make export`.)
+# written into `nailseg_common.training.fast_training` by `make export`.)
 
 # %%
-#| export fast_training
+#| export training.fast_training: the faster recipe and its clock of time to accuracy
 import math
 
 import torch
 
-from nailseg_common.models import LitNailSegmentation
+from nailseg_common.training.unet import LitNailSegmentation
 
 
 class FastNailSegmentation(LitNailSegmentation):
@@ -202,12 +202,12 @@ class FastNailSegmentation(LitNailSegmentation):
 # `tools/time_to_accuracy_seeds.py`, start from these two.
 
 # %%
-#| export fast_training
+#| export training.fast_training
 import dataclasses
 
-from nailseg_common.paths import DataLocation
-from nailseg_common.preparation import fit_batch_to_split
-from nailseg_common.profiles import Profile
+from nailseg_common.data.preparation import fit_batch_to_split
+from nailseg_common.setup.paths import DataLocation
+from nailseg_common.setup.profiles import Profile
 
 
 def faster_recipe(profile: Profile, location: DataLocation) -> Profile:
@@ -241,13 +241,13 @@ print(f"the course's step: batch {cfg.batch_size}, lr {cfg.lr}; the faster recip
 # expensive in memory traffic). One training image costs its forward and backward pass.
 # The peak is measured in the same run as the bf16 rate of a large matrix product, timed
 # with the course's clock (`synchronized_now`), and shown beside the datasheet's dense bf16
-# figure where the device is one we know (`nailseg_common.environment.datasheet_tflops`).
+# figure where the device is one we know (`nailseg_common.setup.environment.datasheet_tflops`).
 
 # %%
-#| export fast_training
+#| export training.fast_training
 from torch.utils.flop_counter import FlopCounterMode
 
-from nailseg_common.clock import synchronized_now
+from nailseg_common.measure.profiling import synchronized_now
 
 
 def training_flops_per_image(encoder: str, image_size: int, device: torch.device) -> dict:
@@ -298,23 +298,23 @@ if peak_measured:
 # no measurement compiles again.
 
 # %%
-#| export fast_training
+#| export training.fast_training
 import pytorch_lightning as pl
 
-from nailseg_common.paths import DataLocation
-from nailseg_common.profiles import Profile
+from nailseg_common.setup.paths import DataLocation
+from nailseg_common.setup.profiles import Profile
 
 
 def training_datamodule(location: DataLocation, profile: Profile,
                         seed: int | None = None) -> pl.LightningDataModule:
     """Notebook 04's DALI data module when DALI runs here, else notebook 03's cache; ``seed``
     (of DALI's augmentations, or of the cache's order) if given, else the module's default."""
-    from nailseg_common.dali_pipelines import DALINailDataModule, dali_available
+    from nailseg_common.pipelines.dali_pipeline import DALINailDataModule, dali_available
 
     seeded = {} if seed is None else {"seed": seed}
     if dali_available():
         return DALINailDataModule(location, profile, **seeded)
-    from nailseg_common.cache import CachedNailDataModule
+    from nailseg_common.pipelines.kornia_pipeline import CachedNailDataModule
 
     return CachedNailDataModule(location, profile, **seeded)
 
@@ -361,13 +361,13 @@ for name, (step_profile, result) in rates.items():
 # IoU ≥ the target.
 
 # %%
-#| export fast_training
+#| export training.fast_training
 import dataclasses
 import time
 
 from pytorch_lightning.callbacks import Callback
 
-from nailseg_common.training import make_trainer
+from nailseg_common.training.trainer import make_trainer
 
 
 def warm_up(model: FastNailSegmentation, datamodule: pl.LightningDataModule, profile: Profile,
@@ -387,7 +387,7 @@ def warm_up(model: FastNailSegmentation, datamodule: pl.LightningDataModule, pro
     return seconds
 
 # %%
-#| export fast_training
+#| export training.fast_training
 class AccuracyClock(Callback):
     """Seconds from the start of ``fit`` to every validation; stops at ``val_iou ≥ target``.
     ``fit_s``: the seconds of the whole ``fit``, once it has ended."""
@@ -546,7 +546,7 @@ else:
 # `time_budget_s`.
 
 # %%
-#| export fast_training
+#| export training.fast_training
 import math
 
 
@@ -582,10 +582,10 @@ if seeds:
 # nail.
 
 # %%
-#| export fast_training
+#| export training.fast_training
 import torch.nn.functional as F
 
-from nailseg_common.metrics import per_image_iou
+from nailseg_common.training.unet import per_image_iou
 
 
 def grown(mask: torch.Tensor, pixels: int) -> torch.Tensor:
@@ -601,8 +601,8 @@ def mask_iou(predicted: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
 
 
 # %%
-from nailseg_common.cache import load_cache
-from nailseg_common.preparation import read_split
+from nailseg_common.data.preparation import read_split
+from nailseg_common.pipelines.kornia_pipeline import load_cache
 
 labels = load_cache(data, cfg.image_size, "valid")[1].float()
 off_by_one = pd.DataFrame({"type": read_split(data, "valid")["type"],
@@ -622,11 +622,11 @@ outline.round(3)
 # 05's committed run.
 
 # %%
-#| export fast_training
+#| export training.fast_training
 import pandas as pd
 
-from nailseg_common.benchmark import Pipeline
-from nailseg_common.timing import measure_training
+from nailseg_common.measure.benchmark import Pipeline
+from nailseg_common.measure.timing import measure_training
 
 
 def pipeline_rates(pipelines: list[Pipeline], profile: Profile, model: FastNailSegmentation,
@@ -644,6 +644,8 @@ def pipeline_rates(pipelines: list[Pipeline], profile: Profile, model: FastNailS
 
 
 # %%
+from nailseg_common.measure.benchmark import default_pipelines
+
 if run_pipelines:
     pipelines = [pipeline for pipeline in default_pipelines(fast, data, workers=[cfg.num_workers])
                  if pipeline.family in ("albumentations", "kornia", "dali")]
@@ -661,7 +663,7 @@ if run_pipelines:
 # %% [markdown]
 # The lesson of the course about input pipelines: "fast enough" is relative to the step.
 # Albumentations on CPU workers is bounded by the CPU cores, whatever the GPU does, so every
-# gain of the step widens its gap (`python -m tools.pipelines_by_workers` measures the curve
+# gain of the step widens its gap (`python -m lab.pipelines_by_workers.pipelines_by_workers` measures the curve
 # over worker counts, and the loader alone beside it). Kornia shares the GPU with the step:
 # its cost per image is fixed, so its share grows as the step shrinks. DALI also runs on the
 # GPU, but its operators are few, batched and overlap with the step through its prefetch queue.
@@ -671,14 +673,14 @@ if run_pipelines:
 # When a target is missed, the reason should come from a measurement. `torch.profiler`
 # records `profile_steps` steps of the fastest step (the compiled model in the Trainer, on
 # resident batches, the first step left out) and the kernels are grouped by what they do
-# (the recording callback and the groups' name patterns are in `nailseg_common.kernel_profile`).
+# (the recording callback and the groups' name patterns are in `nailseg_common.measure.profiling`).
 
 # %%
-#| export fast_training
+#| export training.fast_training
 import pandas as pd
 
-from nailseg_common.kernel_profile import KernelProfile, kernel_group
-from nailseg_common.timing import without_validation_hint
+from nailseg_common.measure.profiling import KernelProfile, kernel_group
+from nailseg_common.measure.timing import without_validation_hint
 
 
 def profile_step(model: FastNailSegmentation, profile: Profile, resident, steps: int) -> pd.DataFrame:

@@ -72,11 +72,8 @@ import math
 
 import torch
 
-from nailseg_common.dali_pipelines import dali_status
-from nailseg_common.launcher import launch_training
-from nailseg_common.paths import REPO_ROOT, runs_dir
-from nailseg_common.preparation import read_split
-from nailseg_common.two_gpus_report import (
+from nailseg_common.data.preparation import read_split
+from nailseg_common.measure.plots import (
     combine,
     describe,
     explain_speedup,
@@ -85,6 +82,9 @@ from nailseg_common.two_gpus_report import (
     show_checks,
     show_speed,
 )
+from nailseg_common.pipelines.dali_pipeline import dali_status
+from nailseg_common.setup.paths import REPO_ROOT, runs_dir
+from nailseg_common.train import launch_training
 
 # %% tags=["parameters"]
 profile = ""              # smoke, cpu or gpu; empty: $NAILSEG_PROFILE, else chosen from the hardware
@@ -110,7 +110,7 @@ reference = "results/two_gpus_h200x2.json"  # the committed results of a run on 
 recipes = "results/two_gpus_recipes_h200x2.json"  # the two-GPU recipes tried before it
 
 # %%
-from nailseg_common.course import start
+from nailseg_common.setup.course import start
 
 cfg, data = start(profile, data_root, num_images=num_images, image_size=image_size,
                   encoder=encoder, precision=precision, accelerator=accelerator,
@@ -152,7 +152,7 @@ print(f"{n_devices} device(s) for the multi-device runs: "
 # Rank 0 alone writes the results.
 #
 # The script's training code is below, in full; `make export` writes it into
-# `nailseg_common.multi_gpu`, and `nailseg_common/train.py` is the three lines that make
+# `nailseg_common.training.multi_gpu`, and `nailseg_common/train.py` is the three lines that make
 # `python -m nailseg_common.train` call its `main`.
 #
 # ### Shards, and what DROP leaves out
@@ -178,7 +178,7 @@ print(f"{n_devices} device(s) for the multi-device runs: "
 # `tests/test_multi_gpu.py` and run on every epoch of the real run.
 
 # %%
-#| export multi_gpu
+#| export training.multi_gpu: training on one GPU or several with DDP, behind `python -m nailseg_common.train`
 import collections
 import os
 import warnings
@@ -247,15 +247,15 @@ def check_epoch_coverage(names_by_rank: dict[int, list[str]], all_names: list[st
 # complete epoch.
 
 # %%
-#| export multi_gpu
+#| export training.multi_gpu
 import json
 from pathlib import Path
 
 import torch
 from pytorch_lightning.callbacks import Callback
 
-from nailseg_common.atomic import write_json
-from nailseg_common.dali_pipelines import sample_names
+from nailseg_common.pipelines.dali_pipeline import sample_names
+from nailseg_common.setup.files import write_json
 
 
 class SampleLedger(Callback):
@@ -321,12 +321,12 @@ class SampleLedger(Callback):
 # hooks, the callbacks' synchronisations).
 
 # %%
-#| export multi_gpu
+#| export training.multi_gpu
 import contextlib
 
 from torch.profiler import ProfilerActivity, profile
 
-from nailseg_common.clock import synchronized_now
+from nailseg_common.measure.profiling import synchronized_now
 
 
 def covered_ms(intervals: list[tuple[float, float]]) -> float:
@@ -339,7 +339,7 @@ def covered_ms(intervals: list[tuple[float, float]]) -> float:
     return total / 1e3
 
 # %%
-#| export multi_gpu
+#| export training.multi_gpu
 class StepProfile(Callback):
     """``torch.profiler`` over ``steps`` training batches of epoch ``epoch`` from its second
     batch, on rank 0. ``summary``: per step in ms, the wall time and, on a GPU, the time with
@@ -389,7 +389,7 @@ class StepProfile(Callback):
 # %% [markdown]
 # ### Training and validation
 #
-# The command line lives in `nailseg_common.train_arguments`: its options, the run's profile
+# The command line lives in `nailseg_common.training.arguments`: its options, the run's profile
 # (what an option does not give comes from the profile, as in the notebooks), and the
 # problems caught before anything starts, each with its fix (DALI missing, more devices than
 # GPUs, the Kornia pipeline, whose `BatchSampler` DDP would replace with one that yields
@@ -414,19 +414,19 @@ class StepProfile(Callback):
 # (rank 0 writes it) and rank 0 writes the results.
 
 # %%
-#| export multi_gpu
+#| export training.multi_gpu
 import argparse
 
 import pytorch_lightning as pl
 from pytorch_lightning.strategies import DDPStrategy
 
-from nailseg_common.dali_pipelines import DALINailDataModule, split_files
-from nailseg_common.fast_training import AccuracyClock, FastNailSegmentation, warm_up
-from nailseg_common.paths import DataLocation
-from nailseg_common.preparation import ensure_prepared, read_split
-from nailseg_common.profiles import Profile
-from nailseg_common.train_arguments import ddp_options, parse_args, run_record
-from nailseg_common.training import TrainingSpeed, make_trainer
+from nailseg_common.data.preparation import ensure_prepared, read_split
+from nailseg_common.pipelines.dali_pipeline import DALINailDataModule, split_files
+from nailseg_common.setup.paths import DataLocation
+from nailseg_common.setup.profiles import Profile
+from nailseg_common.training.arguments import ddp_options, parse_args, run_record
+from nailseg_common.training.fast_training import AccuracyClock, FastNailSegmentation, warm_up
+from nailseg_common.training.trainer import TrainingSpeed, make_trainer
 
 
 def device_options(args: argparse.Namespace) -> dict:
@@ -442,7 +442,7 @@ def run_trainer(args: argparse.Namespace, profile: Profile, **options) -> pl.Tra
                         **device_options(args), **options)
 
 # %%
-#| export multi_gpu
+#| export training.multi_gpu
 def train(args: argparse.Namespace, profile: Profile, location: DataLocation) -> dict | None:
     """Fit until ``args.target_iou``, on every rank; rank 0 returns (and writes) the results."""
     if profile.accelerator == "gpu":
@@ -493,7 +493,7 @@ def train(args: argparse.Namespace, profile: Profile, location: DataLocation) ->
 # number of images and adds them up across the ranks itself.
 
 # %%
-#| export multi_gpu
+#| export training.multi_gpu
 def report(args: argparse.Namespace, trainer: pl.Trainer, result: dict) -> dict:
     """Rank 0 writes ``result`` (``args.out``, else the run folder) and says what it holds."""
     path = write_json(Path(args.out or Path(trainer.default_root_dir) / "result.json"), result)
@@ -520,7 +520,7 @@ def report(args: argparse.Namespace, trainer: pl.Trainer, result: dict) -> dict:
     return result
 
 # %%
-#| export multi_gpu
+#| export training.multi_gpu
 def validate(args: argparse.Namespace, profile: Profile, location: DataLocation) -> dict | None:
     """Validate the checkpoint ``args.validate`` on every rank; rank 0 returns the metrics."""
     if profile.accelerator == "gpu":
@@ -544,7 +544,7 @@ def validate(args: argparse.Namespace, profile: Profile, location: DataLocation)
         "val_loss": float(totals[0] / totals[1])})
 
 # %%
-#| export multi_gpu
+#| export training.multi_gpu
 def main(argv: list[str] | None = None) -> dict | None:
     """``python -m nailseg_common.train``: train (or ``--validate``); rank 0 returns the results."""
     args, profile = parse_args(argv)
@@ -595,7 +595,7 @@ for name, plan in plans.items():
 pd.DataFrame.from_dict(rows, orient="index")
 
 # %% [markdown]
-# `launch_training` (in `nailseg_common.launcher`) runs the script as a terminal would: the
+# `launch_training` (in `nailseg_common.train`) runs the script as a terminal would: the
 # notebook's Python, the repository as the working folder, the output captured; a failed
 # run raises with the end of its output, where the reason is.
 
@@ -628,7 +628,7 @@ validation = {k: run(f"validate_{k}", "--validate", many["checkpoint"], "--devic
 # %% [markdown]
 # ## What the runs measured
 #
-# `nailseg_common.two_gpus_report` holds the tables and plots: `combine` joins the four
+# `nailseg_common.measure.plots` holds the tables and plots: `combine` joins the four
 # launches into one record, and the same functions show this run and, below, the committed
 # results of the run on two GPUs.
 

@@ -4,9 +4,13 @@ import albumentations as A
 import numpy as np
 import pytest
 
-from nailseg_common.augmentation import policy_transforms, train_transform, valid_transform
-from nailseg_common.policy import POLICY
-from tools.mask_alignment import centre_sampled
+from lab.mask_alignment.mask_alignment import centre_sampled
+from nailseg_common.pipelines.albumentations_pipeline import (
+    policy_transforms,
+    train_transform,
+    valid_transform,
+)
+from nailseg_common.pipelines.policy import POLICY
 
 
 def sample(height=90, width=120):

@@ -15,9 +15,8 @@ import pytest
 from PIL import Image
 from test_preparation import _image, _leftovers, _mask, write_pair
 
-from nailseg_common.images import DataError
-from nailseg_common.paths import DataLocation
-from nailseg_common.preparation import (
+from nailseg_common.data.images import DataError
+from nailseg_common.data.preparation import (
     dataset_table,
     ensure_prepared,
     main,
@@ -25,8 +24,9 @@ from nailseg_common.preparation import (
     read_split,
     summary,
 )
-from nailseg_common.profiles import select_profile
-from nailseg_common.synthetic import synthetic_sample
+from nailseg_common.data.synthetic import synthetic_sample
+from nailseg_common.setup.paths import DataLocation
+from nailseg_common.setup.profiles import select_profile
 
 
 @pytest.fixture

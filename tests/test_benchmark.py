@@ -10,10 +10,10 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from nailseg_common import benchmark, timing
-from nailseg_common.atomic import write_json
-from nailseg_common.benchmark import Pipeline, Target
-from nailseg_common.profiles import select_profile
+from nailseg_common.measure import benchmark, timing
+from nailseg_common.measure.benchmark import Pipeline, Target
+from nailseg_common.setup.files import write_json
+from nailseg_common.setup.profiles import select_profile
 
 SIZE, BATCH = 32, 4
 
@@ -187,7 +187,7 @@ def test_plots_draw_every_pipeline(results):
     import matplotlib
 
     matplotlib.use("Agg")
-    from nailseg_common import plots
+    from nailseg_common.measure import plots
 
     ax = plots.plot_benchmark_throughput(results)
     bars = [c for c in ax.containers if hasattr(c, "patches")]

@@ -19,7 +19,7 @@ import yaml
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from nailseg_common import paths
+from nailseg_common.setup import paths
 from tools.publishing import blog
 
 TITLE = "A test post: figures & paths"  # the first heading without its "01 · "

@@ -8,11 +8,16 @@ import pytest
 import torch
 from PIL import Image
 
-from nailseg_common.augmentation import valid_transform
-from nailseg_common.cache import CachedNailDataModule, cache_dir, ensure_cache, load_cache
-from nailseg_common.paths import DataLocation
-from nailseg_common.preparation import prepare_dataset, read_split
-from nailseg_common.profiles import select_profile
+from nailseg_common.data.preparation import prepare_dataset, read_split
+from nailseg_common.pipelines.albumentations_pipeline import valid_transform
+from nailseg_common.pipelines.kornia_pipeline import (
+    CachedNailDataModule,
+    cache_dir,
+    ensure_cache,
+    load_cache,
+)
+from nailseg_common.setup.paths import DataLocation
+from nailseg_common.setup.profiles import select_profile
 
 SIZE = 24
 

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from nailseg_common import dali_pipelines as dp
-from nailseg_common import dali_support
-from nailseg_common.policy import POLICY
-from nailseg_common.profiles import select_profile
+from nailseg_common.pipelines import dali_pipeline as dp
+from nailseg_common.pipelines.policy import POLICY
+from nailseg_common.setup import environment
+from nailseg_common.setup.profiles import select_profile
 
 needs_dali = pytest.mark.skipif(not dp.dali_available(), reason=dp.dali_status())
 
@@ -26,7 +26,7 @@ def device(request):
 
 
 def test_without_dali_the_module_explains_and_refuses(monkeypatch, tmp_path):
-    monkeypatch.setattr(dali_support, "IMPORT_ERROR", ImportError("No module named 'nvidia.dali'"))
+    monkeypatch.setattr(environment, "IMPORT_ERROR", ImportError("No module named 'nvidia.dali'"))
     assert not dp.dali_available()
     assert "Linux" in dp.dali_status()
     with pytest.raises(RuntimeError, match="Linux"):

@@ -9,10 +9,15 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader
 
-from nailseg_common.augmentation import train_transform, valid_transform
-from nailseg_common.datasets import NailDataModule, NailDataset, seed_worker_transform
-from nailseg_common.paths import DataLocation
-from nailseg_common.profiles import PROFILES
+from nailseg_common.pipelines.albumentations_pipeline import (
+    NailDataModule,
+    NailDataset,
+    seed_worker_transform,
+    train_transform,
+    valid_transform,
+)
+from nailseg_common.setup.paths import DataLocation
+from nailseg_common.setup.profiles import PROFILES
 
 
 def write_pairs(folder, count=4, size=(40, 56)):
@@ -54,7 +59,7 @@ def test_workers_augment_independently(tmp_path):
 def test_data_module_yields_uint8_batches(tmp_path, monkeypatch):
     frame = write_pairs(tmp_path / "raw", 6)
     splits = {"train": frame.iloc[:4], "valid": frame.iloc[4:]}
-    monkeypatch.setattr("nailseg_common.datasets.read_split", lambda location, split: splits[split])
+    monkeypatch.setattr("nailseg_common.pipelines.albumentations_pipeline.read_split", lambda location, split: splits[split])
     profile = dataclasses.replace(PROFILES["smoke"], image_size=32, batch_size=2, num_workers=0)
     module = NailDataModule(DataLocation(tmp_path / "raw", tmp_path / "prepared", True), profile)
     module.setup("fit")

@@ -1,4 +1,4 @@
-"""Depthwise layers in float32 (``nailseg_common.depthwise``): the same layers, the same
+"""Depthwise layers in float32 (``nailseg_common.setup.environment``): the same layers, the same
 weights, the same results in float32, and float32 arithmetic under autocast."""
 
 import copy
@@ -6,9 +6,9 @@ import copy
 import torch
 from torch import nn
 
-from nailseg_common.depthwise import Float32Depthwise, run_depthwise_as
-from nailseg_common.finetune import start_model
-from nailseg_common.models import create_model
+from nailseg_common.setup.environment import Float32Depthwise, run_depthwise_as
+from nailseg_common.training.finetune import start_model
+from nailseg_common.training.unet import create_model
 
 
 def depthwise_layers(model: nn.Module) -> list[nn.Conv2d]:

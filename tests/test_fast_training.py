@@ -8,8 +8,10 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from nailseg_common import run_logs
-from nailseg_common.fast_training import (
+from nailseg_common.measure.timing import resident_batches
+from nailseg_common.setup.profiles import select_profile
+from nailseg_common.training import run_logs
+from nailseg_common.training.fast_training import (
     AccuracyClock,
     FastNailSegmentation,
     grown,
@@ -18,9 +20,7 @@ from nailseg_common.fast_training import (
     reuse,
     warm_up,
 )
-from nailseg_common.profiles import select_profile
-from nailseg_common.timing import resident_batches
-from nailseg_common.training import make_trainer
+from nailseg_common.training.trainer import make_trainer
 
 SMOKE = dataclasses.replace(select_profile("smoke"), encoder="resnet18", image_size=64,
                             batch_size=4, max_train_batches=None, max_valid_batches=None)
@@ -79,7 +79,7 @@ def test_reuse_hands_back_the_same_model_with_the_pipelines_augmentation():
 
 @pytest.mark.parametrize("name", ["smoke", "cpu", "gpu"])
 def test_every_profile_holds_the_faster_recipe(name, monkeypatch):
-    monkeypatch.setattr("nailseg_common.profiles.gpu_available", lambda: True)
+    monkeypatch.setattr("nailseg_common.setup.profiles.gpu_available", lambda: True)
     profile = select_profile(name)
     assert profile.fast_batch_size >= 1 and profile.fast_lr > 0 and profile.fast_max_steps >= 1
     assert 0 <= profile.warmup_steps < profile.fast_max_steps or profile.warmup_steps == 0
@@ -142,7 +142,7 @@ def test_profile_step_times_the_steps_after_the_first(tmp_path, monkeypatch):
 
 def test_the_gpu_recipes_batch_divides_the_synthetic_split(monkeypatch):
     """One validation shape, so one compiled validation graph: 60 divides 960 and 240."""
-    monkeypatch.setattr("nailseg_common.profiles.gpu_available", lambda: True)
+    monkeypatch.setattr("nailseg_common.setup.profiles.gpu_available", lambda: True)
     gpu = select_profile("gpu")
     train, valid = round(gpu.num_images * 0.8), round(gpu.num_images * 0.2)
     assert train % gpu.fast_batch_size == 0 and valid % gpu.fast_batch_size == 0

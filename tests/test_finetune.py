@@ -13,9 +13,15 @@ import pytest
 import torch
 from huggingface_hub import constants as hub_constants
 
-from nailseg_common import finetune, hub, photos
-from nailseg_common.datasets import NailDataModule
-from nailseg_common.finetune import (
+from nailseg_common.data import synthetic
+from nailseg_common.data.preparation import ensure_prepared, read_split
+from nailseg_common.data.synthetic import generate_synthetic_dataset, photos_or_standin
+from nailseg_common.pipelines.albumentations_pipeline import NailDataModule
+from nailseg_common.setup import environment
+from nailseg_common.setup.environment import advice_in_words, available_starts
+from nailseg_common.setup.profiles import select_profile
+from nailseg_common.training import finetune
+from nailseg_common.training.finetune import (
     PhotosOnDevice,
     checkpoint_hparams,
     compare_starts,
@@ -33,13 +39,8 @@ from nailseg_common.finetune import (
     score_photos,
     start_model,
 )
-from nailseg_common.models import LitNailSegmentation
-from nailseg_common.photos import photos_or_standin
-from nailseg_common.preparation import ensure_prepared, read_split
-from nailseg_common.profiles import select_profile
-from nailseg_common.starts import advice_in_words, available_starts
-from nailseg_common.synthetic import generate_synthetic_dataset
-from nailseg_common.training import make_trainer
+from nailseg_common.training.trainer import make_trainer
+from nailseg_common.training.unet import LitNailSegmentation
 
 ENCODER = "mobilenet_v2"
 
@@ -138,7 +139,7 @@ def test_starts_are_checked():
 
 
 def test_offline_the_imagenet_start_fails_at_once_with_the_reason(tmp_path, monkeypatch):
-    monkeypatch.setattr(hub, "hub_reachable", lambda timeout=3.0: False)
+    monkeypatch.setattr(environment, "hub_reachable", lambda timeout=3.0: False)
     monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(tmp_path))  # an empty cache
     began = time.perf_counter()
     with pytest.raises(RuntimeError, match="offline"):
@@ -321,12 +322,12 @@ def test_your_photos_are_used_as_they_are_and_the_standin_is_sized_by_the_profil
     monkeypatch.delenv("NAILSEG_DATA_ROOT", raising=False)
     monkeypatch.setenv("NAILSEG_DATA_DIR", str(tmp_path / "data"))
     made = []
-    monkeypatch.setattr(photos, "ensure_synthetic_dataset",
+    monkeypatch.setattr(synthetic, "ensure_synthetic_dataset",
                         lambda root, count, style: made.append((root, count, style)) or root)
     mine = tmp_path / "mine"
     assert photos_or_standin("smoke", str(mine)) == mine.resolve() and not made
     standin = photos_or_standin("smoke")
-    count = min(select_profile("smoke").num_images // 2, photos.STANDIN_MAX_IMAGES)
+    count = min(select_profile("smoke").num_images // 2, synthetic.STANDIN_MAX_IMAGES)
     assert made == [(tmp_path / "data" / f"standin-{count}", count, "photo")] == [
         (standin, count, "photo")]
     assert photos_or_standin("smoke", "", 7).name == "standin-7"

@@ -6,8 +6,8 @@ import pytest
 import torch
 from kornia.constants import DataKey, Resample
 
-from nailseg_common.gpu_augmentation import KorniaAugmentation, kornia_sequential
-from nailseg_common.policy import POLICY
+from nailseg_common.pipelines.kornia_pipeline import KorniaAugmentation, kornia_sequential
+from nailseg_common.pipelines.policy import POLICY
 
 IMPLEMENTATIONS = ["fused", "sequential"]
 GEOMETRIC = [name for name, op in POLICY.items() if op.geometric]

@@ -7,8 +7,14 @@ import torch
 from segmentation_models_pytorch.losses import LovaszLoss
 from torchmetrics.functional.classification import binary_jaccard_index
 
-from nailseg_common.losses import lovasz_hinge, soft_dice_loss, symmetric_lovasz
-from nailseg_common.metrics import per_image_dice, per_image_iou, per_image_soft_dice
+from nailseg_common.training.unet import (
+    lovasz_hinge,
+    per_image_dice,
+    per_image_iou,
+    per_image_soft_dice,
+    soft_dice_loss,
+    symmetric_lovasz,
+)
 
 
 def soft_dice(logits, targets) -> torch.Tensor:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageFilter
 
-from nailseg_common.images import (
+from nailseg_common.data.images import (
     MASK_THRESHOLD,
     DataError,
     exif_orientation,
@@ -15,7 +15,7 @@ from nailseg_common.images import (
     read_mask,
     read_rgb,
 )
-from nailseg_common.synthetic import synthetic_sample
+from nailseg_common.data.synthetic import synthetic_sample
 
 TRUTH = np.zeros((24, 32), np.uint8)
 TRUTH[5:15, 4:14] = 1

@@ -11,15 +11,20 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from nailseg_common import models, run_logs, training
-from nailseg_common.losses import symmetric_lovasz
-from nailseg_common.models import LitNailSegmentation, create_model, segmentation_loss
-from nailseg_common.profiles import PROFILES
-from nailseg_common.training import (
+from nailseg_common.setup.profiles import PROFILES
+from nailseg_common.training import run_logs, unet
+from nailseg_common.training import trainer as trainer_module
+from nailseg_common.training.trainer import (
     TrainingSpeed,
     bound_images_per_second,
     make_trainer,
     read_metrics,
+)
+from nailseg_common.training.unet import (
+    LitNailSegmentation,
+    create_model,
+    segmentation_loss,
+    symmetric_lovasz,
 )
 
 SIZE = 64
@@ -64,7 +69,7 @@ def test_offline_imagenet_weights_give_a_clear_error(monkeypatch):
     def offline(**kwargs):
         raise OSError("Name or service not known")
 
-    monkeypatch.setattr(models.smp, "Unet", offline)
+    monkeypatch.setattr(unet.smp, "Unet", offline)
     with pytest.raises(RuntimeError, match="offline.*encoder_weights=None"):
         create_model(ENCODER, encoder_weights="imagenet")
 
@@ -131,7 +136,7 @@ def test_gpu_augmentation_runs_on_training_batches_only():
 
 def test_training_speed_times_each_epoch_without_validation(monkeypatch):
     clock = {"now": 0.0}  # a fake clock: a training step takes 1 s (5 s in the first epoch), a validation 100 s
-    monkeypatch.setattr(training, "synchronized_now", lambda device: clock["now"])
+    monkeypatch.setattr(trainer_module, "synchronized_now", lambda device: clock["now"])
 
     class Timed(LitNailSegmentation):
         def training_step(self, batch, batch_idx):

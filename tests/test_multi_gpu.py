@@ -6,9 +6,11 @@ import pytest
 import pytorch_lightning as pl
 import torch
 
-from nailseg_common import dali_pipelines as dp
-from nailseg_common import dali_support, train_arguments
-from nailseg_common.multi_gpu import (
+from nailseg_common.pipelines import dali_pipeline as dp
+from nailseg_common.setup import environment
+from nailseg_common.setup.profiles import select_profile
+from nailseg_common.training import arguments
+from nailseg_common.training.multi_gpu import (
     StepProfile,
     check_epoch_coverage,
     covered_ms,
@@ -17,7 +19,6 @@ from nailseg_common.multi_gpu import (
     parse_args,
     shard_sizes,
 )
-from nailseg_common.profiles import select_profile
 
 NAMES = [f"{i:05d}" for i in range(40)]
 
@@ -191,7 +192,7 @@ def test_a_missing_checkpoint_is_named(capsys, tmp_path):
 
 
 def test_more_devices_than_gpus_is_refused(capsys, monkeypatch):
-    monkeypatch.setattr("nailseg_common.profiles.gpu_available", lambda: True)
+    monkeypatch.setattr("nailseg_common.setup.profiles.gpu_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     message = refusal(capsys, ["--profile", "gpu", "--devices", "2"])
     assert "shows 1 GPU(s)" in message and "--devices 1" in message
@@ -203,13 +204,13 @@ def test_zero_devices_and_unknown_profiles_are_refused(capsys):
 
 
 def test_without_dali_the_message_says_where_it_runs(capsys, monkeypatch):
-    monkeypatch.setattr(train_arguments, "dali_available", lambda: False)
-    monkeypatch.setattr(dali_support, "IMPORT_ERROR", ImportError("No module named 'nvidia.dali'"))
+    monkeypatch.setattr(arguments, "dali_available", lambda: False)
+    monkeypatch.setattr(environment, "IMPORT_ERROR", ImportError("No module named 'nvidia.dali'"))
     assert "Linux" in refusal(capsys, ["--profile", "smoke"])
 
 
 def test_ddp_options_reach_distributed_data_parallel_only_when_given():
-    from nailseg_common.train_arguments import ddp_options
+    from nailseg_common.training.arguments import ddp_options
 
     args, _ = parse_args(["--profile", "smoke"])
     assert ddp_options(args) == {"static_graph": False, "gradient_as_bucket_view": False}
@@ -220,7 +221,7 @@ def test_ddp_options_reach_distributed_data_parallel_only_when_given():
 
 
 def test_bucket_view_gradients_are_refused_where_the_optimizer_is_fused(capsys, monkeypatch):
-    monkeypatch.setattr("nailseg_common.profiles.gpu_available", lambda: True)
+    monkeypatch.setattr("nailseg_common.setup.profiles.gpu_available", lambda: True)
     message = refusal(capsys, ["--profile", "gpu", "--gradient-as-bucket-view"])
     assert "fused kernel" in message and "leave it off" in message
 
@@ -232,7 +233,7 @@ def test_a_bucket_of_no_size_is_refused_with_the_default(capsys):
 def test_one_device_runs_under_ddp_only_when_asked(capsys):
     from pytorch_lightning.strategies import DDPStrategy
 
-    from nailseg_common.multi_gpu import device_options
+    from nailseg_common.training.multi_gpu import device_options
 
     args, _ = parse_args(["--profile", "smoke", "--devices", "1"])
     assert device_options(args) == {"devices": 1, "strategy": "auto"}

@@ -11,7 +11,7 @@ import jupytext
 import nbformat
 import pytest
 
-from nailseg_common.profiles import Profile
+from nailseg_common.setup.profiles import Profile
 from tools.publishing import export
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,7 +55,7 @@ def test_common_opening_and_closing(notebook):
     assert "What you'll learn" in text[0]
     assert "profile =" in parameters_cell(notebook).source
     setup = [c.source for c in code_cells(notebook) if "start(" in c.source]
-    assert setup and "from nailseg_common.course import start" in setup[0], \
+    assert setup and "from nailseg_common.setup.course import start" in setup[0], \
         "one set-up call, `cfg, data = start(profile, data_root, ...)`, after the parameters"
     assert any("## Summary" in t for t in text)
     assert any("## Exercises" in t for t in text)
@@ -121,8 +121,10 @@ def test_every_parameter_is_used_and_every_profile_field_used_is_a_parameter(not
 
 def test_exported_modules_match_their_notebooks():
     modules = export.collect(NOTEBOOKS)
-    assert {"augmentation", "datasets", "models", "training", "gpu_augmentation", "cache",
-            "dali_pipelines", "timing", "finetune", "fast_training", "multi_gpu"} <= set(modules)
+    assert {"data.split", "pipelines.policy", "pipelines.albumentations_pipeline",
+            "training.unet", "training.trainer", "pipelines.kornia_pipeline",
+            "pipelines.dali_pipeline", "measure.timing", "training.finetune",
+            "training.fast_training", "training.multi_gpu"} <= set(modules)
     assert export.stale_modules(modules) == [], "run `make export`"
 
 

@@ -12,13 +12,13 @@ from PIL import Image
 from torch import nn
 from torch.utils.data import DataLoader
 
-from nailseg_common import finetune
 from nailseg_common import predict as predict_module
-from nailseg_common.finetune import SHIPPED_MODEL, save_weights
-from nailseg_common.models import LitNailSegmentation
 from nailseg_common.predict import load_model, main, predict_mask
-from nailseg_common.profiles import select_profile
-from nailseg_common.training import make_trainer
+from nailseg_common.setup.profiles import select_profile
+from nailseg_common.training import finetune
+from nailseg_common.training.finetune import SHIPPED_MODEL, save_weights
+from nailseg_common.training.trainer import make_trainer
+from nailseg_common.training.unet import LitNailSegmentation
 
 ENCODER, SIZE = "mobilenet_v2", 32
 ORIENTATION = 0x0112

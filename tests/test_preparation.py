@@ -13,10 +13,9 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from nailseg_common import synthetic
-from nailseg_common.images import MASK_THRESHOLD, DataError, read_binary_mask, read_rgb
-from nailseg_common.paths import DataLocation
-from nailseg_common.preparation import (
+from nailseg_common.data import synthetic
+from nailseg_common.data.images import MASK_THRESHOLD, DataError, read_binary_mask, read_rgb
+from nailseg_common.data.preparation import (
     COLUMNS,
     MIN_STEPS_PER_EPOCH,
     dataset_table,
@@ -29,7 +28,8 @@ from nailseg_common.preparation import (
     split_pairs,
     summary,
 )
-from nailseg_common.profiles import select_profile
+from nailseg_common.setup.paths import DataLocation
+from nailseg_common.setup.profiles import select_profile
 
 H, W = 10, 12
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from nailseg_common import synthetic
-from nailseg_common.synthetic import (
+from nailseg_common.data import synthetic
+from nailseg_common.data.synthetic import (
     LOOKS,
     MANIFEST_NAME,
     MAX_SIDE,

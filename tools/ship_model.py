@@ -30,27 +30,36 @@ from pathlib import Path
 
 import torch
 
-from nailseg_common.atomic import write_json
-from nailseg_common.cache import load_cache
-from nailseg_common.clock import synchronized_now
-from nailseg_common.course import start
-from nailseg_common.environment import device_description, library_versions
-from nailseg_common.finetune import (
+from nailseg_common.data.preparation import ensure_prepared, read_split
+from nailseg_common.data.synthetic import GENERATOR_VERSION, photos_or_standin
+from nailseg_common.measure.profiling import synchronized_now
+from nailseg_common.pipelines.kornia_pipeline import load_cache
+from nailseg_common.setup.course import start
+from nailseg_common.setup.environment import device_description, library_versions
+from nailseg_common.setup.files import write_json
+from nailseg_common.setup.paths import DataLocation
+from nailseg_common.setup.profiles import Profile, select_profile
+from nailseg_common.training.finetune import (
+    PhotosOnDevice,
     checkpoint_hparams,
     fine_tune,
     load_weights,
+    photos_on_device,
     predict_logits,
     save_weights,
     score_photos,
     start_model,
 )
-from nailseg_common.models import LitNailSegmentation
-from nailseg_common.paths import DataLocation
-from nailseg_common.photos import photos_or_standin
-from nailseg_common.preparation import ensure_prepared, read_split
-from nailseg_common.profiles import Profile, select_profile
-from nailseg_common.synthetic import GENERATOR_VERSION
-from tools.profile_fine_tune import stand_in
+from nailseg_common.training.unet import LitNailSegmentation
+
+
+def stand_in(cfg, data, steps: int, datamodule=PhotosOnDevice, seed: int = 0) -> PhotosOnDevice:
+    """Notebook 06's batches: the stand-in's training split on the device, its validation
+    split held out."""
+    frame, photos = photos_on_device(data, cfg)
+    trained = len(read_split(data, "train"))
+    return datamodule(photos, range(trained), range(trained, len(frame)), cfg.batch_size, steps,
+                      seed=seed)
 
 
 def mean_scores(model: LitNailSegmentation, data: DataLocation, image_size: int, device) -> dict:

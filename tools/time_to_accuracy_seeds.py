@@ -28,10 +28,14 @@ from pathlib import Path
 
 import pytorch_lightning as pl
 
-from nailseg_common.atomic import write_json
-from nailseg_common.benchmark import train_loader_of
-from nailseg_common.environment import device_description, library_versions
-from nailseg_common.fast_training import (
+from nailseg_common.data.preparation import ensure_prepared
+from nailseg_common.measure.benchmark import train_loader_of
+from nailseg_common.measure.timing import measure_training, resident_batches
+from nailseg_common.setup.environment import device_description, library_versions
+from nailseg_common.setup.files import write_json
+from nailseg_common.setup.paths import DataLocation
+from nailseg_common.setup.profiles import Profile, select_profile
+from nailseg_common.training.fast_training import (
     FastNailSegmentation,
     faster_recipe,
     recipe_model,
@@ -41,10 +45,6 @@ from nailseg_common.fast_training import (
     training_datamodule,
     warm_up,
 )
-from nailseg_common.paths import DataLocation
-from nailseg_common.preparation import ensure_prepared
-from nailseg_common.profiles import Profile, select_profile
-from nailseg_common.timing import measure_training, resident_batches
 
 RUN_FIELDS = ("seed", "reached", "seconds_to_target", "steps_to_target", "best_iou", "compile_s",
               "fit_s", "steps", "history")

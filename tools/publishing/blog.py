@@ -56,7 +56,7 @@ from nbconvert import HTMLExporter, MarkdownExporter
 from nbformat.v4 import new_markdown_cell
 from traitlets.config import Config
 
-from nailseg_common import paths
+from nailseg_common.setup import paths
 from tools.publishing.export import ExportError, notebook_title
 
 SERIES_FILE = Path(__file__).with_name("series.yml")

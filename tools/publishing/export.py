@@ -1,12 +1,15 @@
 """Literate export: the code a notebook teaches becomes a module of the package.
 
 A code cell whose first line is ``#| export <module>`` belongs to
-``nailseg_common/<module>.py``. ``python -m tools.publishing.export`` (``make
-export``) writes each such module from its notebook: a header naming the source, the
-cells' top-level imports gathered and de-duplicated at the top, then the cells' code in
-notebook order. One notebook may feed several modules; a module comes from exactly one
+``nailseg_common/<module>.py`` (a dotted name is a module of a subpackage:
+``pipelines.policy`` is ``nailseg_common/pipelines/policy.py``). The first such cell of a
+module also says what the module holds, ``#| export <module>: <what it holds>``, and later
+cells of that module name it alone. ``python -m tools.publishing.export`` (``make export``)
+writes each module from its notebook: a header naming the source, a docstring of what it
+holds and which notebook writes it, the cells' top-level imports gathered and de-duplicated
+at the top, then the cells' code in notebook order. One notebook may feed several modules; a module comes from exactly one
 notebook. A name that one of a notebook's modules uses and another of its modules
-defines is imported from there, as it is simply in scope in the notebook. The generated modules are committed, so ``import nailseg_common.models`` works
+defines is imported from there, as it is simply in scope in the notebook. The generated modules are committed, so ``import nailseg_common.training.unet`` works
 without running anything, and ``--check`` (run by the tests) fails when a notebook and
 its module disagree.
 
@@ -25,7 +28,7 @@ from pathlib import Path
 
 import nbformat
 
-from nailseg_common.paths import REPO_ROOT
+from nailseg_common.setup.paths import REPO_ROOT
 
 DIRECTIVE = "#| export"
 PACKAGE = "nailseg_common"
@@ -42,7 +45,7 @@ class Module:
 
     name: str
     notebook: Path
-    title: str
+    description: str
     imports: list[str] = field(default_factory=list)
     blocks: list[str] = field(default_factory=list)
 
@@ -52,8 +55,9 @@ class Module:
 
     def render(self) -> str:
         source = self.notebook.relative_to(REPO_ROOT).as_posix()
+        what = self.description[:1].upper() + self.description[1:]
         header = (f"{GENERATED_MARK} {source}: edit the notebook, then run `make export`.\n"
-                  f'"""{self.title}: the code taught in {source}."""\n\n')
+                  f'"""{what}: written by {source}."""\n\n')
         body = "\n\n\n".join(self.blocks)
         starts_with_definition = body.startswith(("def ", "class ", "@", "async def "))
         gap = "\n\n\n" if starts_with_definition else "\n\n"
@@ -102,12 +106,19 @@ def sorted_imports(statements: list[str], line_length: int = 100) -> str:
     return "\n\n".join(blocks)
 
 
-def notebook_title(notebook: nbformat.NotebookNode) -> str:
-    """The text of the first markdown cell's ``# `` heading."""
-    for cell in notebook.cells:
-        if cell.cell_type == "markdown" and cell.source.startswith("# "):
-            return cell.source.splitlines()[0][2:].strip()
-    raise ExportError("the notebook has no '# Title' heading in a markdown cell")
+def parse_directive(line: str, where: str) -> tuple[str, str]:
+    """The module and the description (empty when not given) of an ``#| export`` line."""
+    name, colon, description = line[len(DIRECTIVE):].partition(":")
+    name, description = name.strip(), description.strip()
+    if not name or not all(part.isidentifier() for part in name.split(".")):
+        raise ExportError(f"{where}: write the target module as '#| export <module>' or "
+                          f"'#| export <module>: <what it holds>', not {line!r}")
+    if colon and not description:
+        raise ExportError(f"{where}: say after '{name}:' what the module holds, or drop the colon")
+    if '"""' in description or description.endswith("\\"):
+        raise ExportError(f"{where}: the description of {name} becomes its docstring; "
+                          "drop its triple quotes or final backslash")
+    return name, description
 
 
 def _split_imports(code: str, where: str) -> tuple[list[str], str]:
@@ -132,23 +143,35 @@ def _split_imports(code: str, where: str) -> tuple[list[str], str]:
 def modules_of(path: Path) -> dict[str, Module]:
     """The modules that the notebook at ``path`` exports, by name."""
     notebook = nbformat.read(path, as_version=4)
-    title = notebook_title(notebook)
     modules: dict[str, Module] = {}
     for index, cell in enumerate(notebook.cells):
         first, _, code = cell.source.partition("\n")
         if cell.cell_type != "code" or not first.startswith(DIRECTIVE):
             continue
-        name = first[len(DIRECTIVE):].strip()
         where = f"{path.name}, cell {index}"
-        if not name.isidentifier() and not all(p.isidentifier() for p in name.split(".")):
-            raise ExportError(f"{where}: write the target module as '#| export <module>'")
-        module = modules.setdefault(name, Module(name, path, title))
+        name, description = parse_directive(first, where)
+        if name in modules and description:
+            raise ExportError(f"{where}: {name} was described in an earlier cell; describe a "
+                              "module once, in its first cell")
+        if name not in modules and not description:
+            raise ExportError(f"{where}: the first cell of {name} says what it holds: "
+                              f"'#| export {name}: <what it holds>'")
+        module = modules.setdefault(name, Module(name, path, description))
         imports, rest = _split_imports(code, where)
+        own = [i for i in imports if _imported_module(i) == f"{PACKAGE}.{name}"]
+        if own:
+            raise ExportError(f"{where}: {own[0]!r} imports {name} into itself; the names its "
+                              "earlier cells define are in scope already, drop the import")
         module.imports += [i for i in imports if i not in module.imports]
         if rest:
             module.blocks.append(rest)
     _link_siblings(modules)
     return modules
+
+
+def _imported_module(statement: str) -> str | None:
+    node = ast.parse(statement).body[0]
+    return node.module if isinstance(node, ast.ImportFrom) else None
 
 
 def _defined(code: str) -> set[str]:

@@ -1,0 +1,1 @@
+"""Measuring: timing, the benchmark of the pipelines, profiling, and the plots."""

@@ -1,0 +1,398 @@
+"""The benchmark of notebook 05: every input pipeline against the bound, in one run.
+
+The measuring is :mod:`nailseg_common.measure.timing` (taught in notebook 05); this module is the
+catalogue and the report. For every pipeline (Albumentations on CPU workers at several
+worker counts, notebook 03's steps to the uint8 cache + Kornia on the GPU, DALI when it is
+installed) :func:`run_benchmark` measures the **loader alone**
+(:func:`~nailseg_common.measure.timing.measure_loader`) and the **training step**
+(:func:`~nailseg_common.measure.timing.measure_training`), both in images/s, and the **bound**: the
+same training step on batches already on the device, half of its windows measured before
+the pipelines and half after them (their ratio, ``drift``, shows whether the machine's
+speed changed during the run). ``train_ratio_to_bound`` is a pipeline's median training
+rate over the bound's median.
+
+Results are a JSON-ready dict (written with :func:`nailseg_common.setup.files.write_json`, read
+with :func:`load_results`) that records the device, CPU, library versions and date with
+every number. ``python -m nailseg_common.measure.benchmark --profile gpu --out
+results/benchmark_h100.json`` (``make bench``) runs it from the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import gc
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
+
+from nailseg_common.measure.timing import (
+    BOUND_BATCHES,
+    measure_loader,
+    measure_training,
+    resident_batches,
+    summarize,
+)
+from nailseg_common.setup.environment import library_versions
+from nailseg_common.setup.files import write_json
+from nailseg_common.setup.paths import REPO_ROOT, DataLocation
+from nailseg_common.setup.profiles import Profile
+from nailseg_common.training.unet import LitNailSegmentation
+
+SCHEMA_VERSION = 1
+REFERENCE_RESULTS = REPO_ROOT / "results" / "benchmark_h100.json"
+
+# Albumentations worker counts per profile (capped at the machine's CPU count).
+WORKER_COUNTS = {"smoke": (0,), "cpu": (0, 2), "gpu": (4, 8, 15)}
+
+
+@dataclass(frozen=True)
+class Target:
+    """A number the course promises for the committed GPU results."""
+
+    pipeline: str
+    metric: str
+    minimum: float
+
+
+TARGETS = (
+    Target("dali", "train_ratio_to_bound", 0.97),
+    Target("dali", "loader_img_s", 5000.0),
+    Target("kornia", "train_ratio_to_bound", 0.90),
+)
+
+
+@dataclass
+class Pipeline:
+    """One input pipeline: how to build its training loader, and its GPU augmentation.
+
+    ``make_loader()`` returns a new training loader: an iterable of batch-contract dicts
+    (called once per pipeline; the loader-alone and the training measurements share it,
+    so a cache or a DALI graph is built once). ``make_augmentation()`` (or ``None``)
+    returns the ``nn.Module`` that runs on the device after the transfer, inside the
+    training step.
+    """
+
+    name: str
+    family: str  # "albumentations", "kornia", "kornia_steps" (notebook 03's steps) or "dali"
+    make_loader: Callable[[], Iterable[dict]]
+    make_augmentation: Callable[[], torch.nn.Module] | None = None
+    num_workers: int | None = None
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def worker_counts(profile: Profile) -> tuple[int, ...]:
+    """The profile's Albumentations worker counts, none above this machine's CPU count."""
+    cpus = os.cpu_count() or 1
+    counts = WORKER_COUNTS.get(profile.name, (profile.num_workers,))
+    return tuple(sorted({min(count, cpus) for count in counts}))
+
+
+def default_pipelines(profile: Profile, location: DataLocation,
+                      workers: Iterable[int] | None = None, kornia_steps: bool = True) -> list[Pipeline]:
+    """Albumentations at each worker count, notebook 03's steps to the uint8 cache + Kornia
+    (the intermediate steps only on a GPU and with ``kornia_steps``), and DALI if available."""
+    from nailseg_common.pipelines.albumentations_pipeline import NailDataModule
+    from nailseg_common.pipelines.dali_pipeline import DALINailDataModule, dali_available
+    from nailseg_common.pipelines.kornia_pipeline import CachedNailDataModule, KorniaAugmentation
+
+    def loader_of(make_datamodule):
+        return lambda: train_loader_of(make_datamodule())
+
+    pipelines = [
+        Pipeline(f"albumentations_w{n}", "albumentations",
+                 loader_of(lambda n=n: NailDataModule(location, dataclasses.replace(profile, num_workers=n))),
+                 num_workers=n)
+        for n in (worker_counts(profile) if workers is None else workers)
+    ]
+    # Notebook 03's story on the GPU, one change at a time; the last step is the course's
+    # Kornia pipeline (on a CPU there is no accelerator to feed, so only that one runs).
+    png = loader_of(lambda: NailDataModule(location, profile, augment=False))
+    steps = [] if profile.accelerator != "gpu" or not kornia_steps else [
+        Pipeline("kornia_png_sequential", "kornia_steps", png,
+                 make_augmentation=lambda: KorniaAugmentation(implementation="sequential")),
+        Pipeline("kornia_png_fused", "kornia_steps", png, make_augmentation=KorniaAugmentation),
+        Pipeline("kornia_cache_unpinned", "kornia_steps",
+                 loader_of(lambda: CachedNailDataModule(location, profile, pin_memory=False)),
+                 make_augmentation=KorniaAugmentation),
+    ]
+    pipelines += steps + [
+        Pipeline("kornia", "kornia", loader_of(lambda: CachedNailDataModule(location, profile)),
+                 make_augmentation=KorniaAugmentation),
+    ]
+    if dali_available():
+        pipelines.append(Pipeline("dali", "dali", loader_of(lambda: DALINailDataModule(location, profile))))
+    return pipelines
+
+
+def train_loader_of(datamodule: pl.LightningDataModule) -> Iterable[dict]:
+    """The training loader of ``datamodule``, prepared and set up as ``Trainer.fit`` would."""
+    datamodule.prepare_data()
+    datamodule.setup("fit")
+    return datamodule.train_dataloader()
+
+
+def _free_memory(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def run_benchmark(profile: Profile, pipelines: list[Pipeline],
+                  bound_source: Callable[[], Iterable[dict]] | None = None,
+                  steps: int | None = None, repeats: int | None = None, warmup: int | None = None,
+                  config: dict | None = None, log: Callable[[str], None] = print,
+                  make_model: Callable[..., pl.LightningModule] = LitNailSegmentation) -> dict:
+    """Measure every pipeline and the bound; return the results dict (see :func:`load_results`).
+
+    ``bound_source()`` gives a loader whose first batches become the bound's resident set
+    (default: the first pipeline's loader).
+    ``steps``/``repeats`` default to the profile's ``bench_steps``/``bench_repeats``;
+    ``warmup`` to a fifth of ``steps`` (at least 1), plus a loader's prefetch buffer.
+    The device is ``profile.device``. ``make_model`` builds the model of every training
+    measurement (see :func:`measure_training`; notebook 07 passes a faster one).
+    """
+    run_started = time.perf_counter()
+    steps = steps or profile.bench_steps
+    repeats = repeats or profile.bench_repeats
+    warmup = max(1, steps // 5) if warmup is None else warmup
+    device = profile.device
+    bound_source = bound_source or pipelines[0].make_loader
+
+    def bound(label: str, windows: int) -> dict:
+        started = time.perf_counter()
+        result = measure_training(resident_batches(bound_source(), device), profile, warmup, steps,
+                                  windows, make_model=make_model)
+        log(f"bound ({label}): {result['img_s']:.1f} img/s  [{time.perf_counter() - started:.1f} s]")
+        _free_memory(device)
+        return result
+
+    bound_start = bound("start", (repeats + 1) // 2)
+    measured = []
+    for pipeline in pipelines:
+        started = time.perf_counter()
+        batches = pipeline.make_loader()  # one loader for both measurements (a cache is built once)
+        setup_s = time.perf_counter() - started
+        workers = pipeline.num_workers if pipeline.num_workers is not None else getattr(batches, "num_workers", None)
+        augmentation = pipeline.make_augmentation().to(device) if pipeline.make_augmentation else None
+        loader = measure_loader(batches, device, warmup, steps, repeats, augmentation)
+        _free_memory(device)
+        augmentation = pipeline.make_augmentation() if pipeline.make_augmentation else None
+        train = measure_training(batches, profile, warmup, steps, repeats, augmentation, make_model=make_model)
+        del batches
+        _free_memory(device)
+        measured.append((pipeline, workers, setup_s, loader, train))
+        log(f"{pipeline.name}: loader {loader['img_s']:.1f} img/s, train {train['img_s']:.1f} img/s"
+            f"  [{time.perf_counter() - started:.1f} s]")
+    halves = [bound_start] + ([bound("end", repeats // 2)] if repeats > 1 else [])
+
+    bound_result = {**summarize([rate for half in halves for rate in half["repeats"]]),
+                    "start": bound_start, "end": halves[-1] if repeats > 1 else None,
+                    "drift": halves[-1]["img_s"] / bound_start["img_s"] if repeats > 1 else None,
+                    "gpu_util_pct": _median_or_none([half["gpu_util_pct"] for half in halves]),
+                    "cpu_util_pct": statistics.median([half["cpu_util_pct"] for half in halves])}
+    results = {
+        "schema": SCHEMA_VERSION,
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "device": _device_name(device),
+        "cuda": torch.version.cuda if device.type == "cuda" else None,
+        "cpu_count": os.cpu_count(),
+        "cpu": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "versions": library_versions(),
+        "config": {"profile": profile.name, "image_size": profile.image_size,
+                   "batch_size": profile.batch_size, "encoder": profile.encoder,
+                   "precision": profile.precision, "lr": profile.lr, "num_images": profile.num_images,
+                   "steps_per_repeat": steps, "repeats": repeats, "warmup_steps": warmup,
+                   "bound_batches": BOUND_BATCHES, "driver": "training.make_trainer + Trainer.fit",
+                   **(config or {})},
+        "bound": bound_result,
+        "pipelines": {},
+    }
+    for pipeline, workers, setup_s, loader, train in measured:
+        results["pipelines"][pipeline.name] = {
+            "family": pipeline.family, "num_workers": workers, "setup_s": setup_s,
+            "loader_img_s": loader["img_s"], "train_img_s": train["img_s"],
+            "train_ratio_to_bound": train["img_s"] / bound_result["img_s"],
+            "loader": loader, "train": train,
+        }
+    results["wall_s"] = time.perf_counter() - run_started
+    return results
+
+
+def _median_or_none(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"CPU ({platform.processor() or platform.machine()})"
+
+
+# --------------------------------------------------------------------------- reading results
+
+
+def load_results(path: str | os.PathLike = REFERENCE_RESULTS) -> dict | None:
+    """Results written by ``python -m nailseg_common.measure.benchmark``, or ``None`` when the file does not exist."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    results = json.loads(path.read_text())
+    if results.get("schema") != SCHEMA_VERSION:
+        raise ValueError(f"{path} has benchmark schema {results.get('schema')!r}, this code reads "
+                         f"{SCHEMA_VERSION}: re-run `python -m nailseg_common.measure.benchmark`.")
+    return results
+
+
+def results_label(results: dict) -> str:
+    """One line naming where and when results were measured."""
+    v = results["versions"]
+    return (f"{results['device']}, {results['cpu_count']} CPU cores, {results['config']['profile']} profile "
+            f"({results['config']['image_size']} px, batch {results['config']['batch_size']}, "
+            f"{results['config']['precision']}), torch {v.get('torch')}, {results['date'][:10]}")
+
+
+def summary_table(results: dict):
+    """A DataFrame: one row per pipeline and one for the bound (img/s, spread, ratio, utilisation)."""
+    import pandas as pd
+
+    def spread(stats: dict) -> str:
+        return f"{stats['img_s_min']:.3g}-{stats['img_s_max']:.3g}"
+
+    rows = []
+    for name, p in results["pipelines"].items():
+        rows.append({"pipeline": name, "workers": p["num_workers"],
+                     "loader img/s": p["loader_img_s"], "loader min-max": spread(p["loader"]),
+                     "train img/s": p["train_img_s"], "train min-max": spread(p["train"]),
+                     "ratio to bound": p["train_ratio_to_bound"],
+                     "GPU util %": p["train"]["gpu_util_pct"], "CPU util %": p["train"]["cpu_util_pct"]})
+    b = results["bound"]
+    rows.append({"pipeline": "bound (batches on device)", "workers": None, "loader img/s": None,
+                 "loader min-max": "", "train img/s": b["img_s"], "train min-max": spread(b),
+                 "ratio to bound": 1.0, "GPU util %": b["gpu_util_pct"], "CPU util %": b["cpu_util_pct"]})
+    return pd.DataFrame(rows).astype({"workers": "Int64"}).set_index("pipeline")
+
+
+def stability_warning(results: dict, tolerance: float = 0.1) -> str | None:
+    """A warning when the bound moved by more than ``tolerance`` between the run's start and end."""
+    drift = results["bound"]["drift"]
+    if drift is None or abs(drift - 1) <= tolerance:
+        return None
+    return (f"Warning: the bound changed by {100 * (drift - 1):+.0f} % between the start and the end "
+            "of the run (a busy machine, or GPU clocks that changed), so the ratios to the bound "
+            "are uncertain: rerun on an otherwise idle machine.")
+
+
+def best_albumentations(results: dict) -> str | None:
+    """Name of the Albumentations entry with the highest training rate."""
+    names = [n for n, p in results["pipelines"].items() if p["family"] == "albumentations"]
+    return max(names, key=lambda n: results["pipelines"][n]["train_img_s"], default=None)
+
+
+def cpu_workers_to_reach_bound(results: dict) -> float | None:
+    """CPU workers the Albumentations loader would need to feed the bound.
+
+    Assumes its rate per worker at the highest worker count measured scales linearly
+    (an optimistic assumption: memory bandwidth and the main process do not scale).
+    """
+    albu = [p for p in results["pipelines"].values() if p["family"] == "albumentations" and p["num_workers"]]
+    if not albu:
+        return None
+    most = max(albu, key=lambda p: p["num_workers"])
+    return results["bound"]["img_s"] / (most["loader_img_s"] / most["num_workers"])
+
+
+def check_targets(results: dict, targets: Iterable[Target] = TARGETS) -> list[dict]:
+    """Each target against ``results``: measured value, whether it is met, and by how much
+    (``margin`` above the target, or ``shortfall`` below it).
+
+    For a GPU pipeline the check also gives a simple time budget per batch: the step at
+    the bound, the input pipeline alone, and what the serial sum (input work on the
+    same GPU, before the step) would predict for the ratio.
+    """
+    checks = []
+    batch = results["config"]["batch_size"]
+    bound_ms = 1000 * batch / results["bound"]["img_s"]
+    for target in targets:
+        pipeline = results["pipelines"].get(target.pipeline)
+        check = {"pipeline": target.pipeline, "metric": target.metric, "target": target.minimum,
+                 "measured": None, "met": None, "shortfall": None, "shortfall_pct": None,
+                 "margin": None}
+        if pipeline is not None:
+            value = pipeline[target.metric]
+            loader_ms = 1000 * batch / pipeline["loader_img_s"]
+            check.update(measured=value, met=value >= target.minimum,
+                         shortfall=max(0.0, target.minimum - value),
+                         shortfall_pct=max(0.0, 100 * (target.minimum - value) / target.minimum),
+                         margin=value - target.minimum,
+                         bound_ms_per_batch=bound_ms, loader_ms_per_batch=loader_ms,
+                         train_ms_per_batch=1000 * batch / pipeline["train_img_s"],
+                         serial_ratio=bound_ms / (bound_ms + loader_ms))
+        checks.append(check)
+    return checks
+
+
+def describe_targets(results: dict, targets: Iterable[Target] = TARGETS) -> str:
+    """The target checks as sentences (what was measured, met or missed by how much, and the budget)."""
+    lines = []
+    for c in check_targets(results, targets):
+        what = f"{c['pipeline']} {c['metric']} >= {c['target']:g}"
+        if c["measured"] is None:
+            lines.append(f"{what}: not measured ({c['pipeline']} did not run on this machine).")
+            continue
+        verdict = (f"met, by {c['margin']:.3g}" if c["met"] else
+                   f"MISSED by {c['shortfall']:.3g} ({c['shortfall_pct']:.1f} % short of the target)")
+        lines.append(f"{what}: measured {c['measured']:.3g}, {verdict}. Per batch: step at the bound "
+                     f"{c['bound_ms_per_batch']:.1f} ms, input pipeline alone {c['loader_ms_per_batch']:.1f} ms, "
+                     f"training {c['train_ms_per_batch']:.1f} ms; input work done serially before "
+                     f"each step would give a ratio of {c['serial_ratio']:.3f}.")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def main(argv: list[str] | None = None) -> Path:
+    """Command line: prepare the data, run every pipeline and the bound, write the JSON."""
+    from nailseg_common.data.preparation import ensure_prepared
+    from nailseg_common.setup.profiles import select_profile
+
+    parser = argparse.ArgumentParser(prog="python -m nailseg_common.measure.benchmark", description=__doc__.split("\n")[0])
+    parser.add_argument("--profile", default="", help="smoke, cpu or gpu (default: $NAILSEG_PROFILE or the hardware)")
+    parser.add_argument("--out", default=None, help="JSON file (default: results/benchmark_<profile>.json)")
+    parser.add_argument("--data-root", default="", help="a real dataset (Images/1..4, Masks/1..4)")
+    parser.add_argument("--workers", type=int, nargs="+", default=None, help="Albumentations worker counts")
+    parser.add_argument("--steps", type=int, default=None, help="batches per timing window")
+    parser.add_argument("--repeats", type=int, default=None, help="timing windows")
+    args = parser.parse_args(argv)
+
+    profile = select_profile(args.profile)
+    location = ensure_prepared(profile, args.data_root or None)
+    workers = args.workers if args.workers is not None else worker_counts(profile)
+    pipelines = default_pipelines(profile, location, workers)
+    print(f"benchmark: {profile.name} profile, {_device_name(profile.device)}, pipelines "
+          f"{[p.name for p in pipelines]}")
+    results = run_benchmark(profile, pipelines, steps=args.steps, repeats=args.repeats,
+                            config={"data": location.raw.name, "synthetic": location.synthetic})
+    out = write_json(args.out or REPO_ROOT / "results" / f"benchmark_{profile.name}.json", results)
+    print(summary_table(results).to_string(float_format=lambda x: f"{x:.3g}"))
+    print(describe_targets(results))
+    print(f"wrote {out} ({results['wall_s']:.0f} s)")
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,562 @@
+"""The course's plots and tables, notebook 08's two-GPU report among them.
+
+Plots the notebooks show.
+
+The tables and plots of notebook 08: the four launches of the training script combined into
+one record, shown the same way for this run and for the committed two-GPU results.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from IPython.display import display
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+# --- benchmark (notebook 05) ---------------------------------------------------------
+
+
+def _bench_title(ax, results: dict, what: str) -> None:
+    ax.set_title(f"{what}\n{results['device']}, {results['config']['image_size']} px, "
+                 f"batch {results['config']['batch_size']}, {results['date'][:10]}", fontsize=9)
+
+
+def _pipeline_axis(ax, names: list[str]) -> None:
+    """Pipelines as rows, the first on top (horizontal bars: long names never overlap), and
+    the legend below the axes, where it hides no bar."""
+    ax.set_yticks(range(len(names)), names, fontsize=8)
+    ax.set_ylim(len(names) - 0.5, -0.5)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
+
+
+def plot_benchmark_throughput(results: dict, ax=None):
+    """Horizontal bars of loader and training images/s per pipeline (median, min-max whiskers),
+    the bound as a vertical line with its spread shaded."""
+    import numpy as np
+
+    names = list(results["pipelines"])
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 2.0 + 0.5 * len(names)))
+    y = np.arange(len(names))
+    for offset, key, colour in ((-0.2, "loader", "tab:blue"), (0.2, "train", "tab:orange")):
+        stats = [results["pipelines"][n][key] for n in names]
+        median = np.array([s["img_s"] for s in stats])
+        spread = np.array([[m - s["img_s_min"] for m, s in zip(median, stats)],
+                           [s["img_s_max"] - m for m, s in zip(median, stats)]])
+        ax.barh(y + offset, median, height=0.4, xerr=spread, capsize=3, color=colour,
+                label=f"{key} alone" if key == "loader" else "training step")
+    bound = results["bound"]
+    ax.axvspan(bound["img_s_min"], bound["img_s_max"], color="grey", alpha=0.2)
+    ax.axvline(bound["img_s"], color="black", linestyle="--", label="bound (batches on device)")
+    rates = [r for n in names for r in (results["pipelines"][n]["loader_img_s"],
+                                        results["pipelines"][n]["train_img_s"])] + [bound["img_s"]]
+    if max(rates) > 20 * min(rates):  # a loader far faster than training: keep both readable
+        ax.set_xscale("log")
+        ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))  # 100, 200, 500, 1000...
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())  # no labels in between to overlap
+    ax.set_xlabel("images / s" + (" (log scale)" if ax.get_xscale() == "log" else ""))
+    _pipeline_axis(ax, names)
+    _bench_title(ax, results, "Throughput")
+    return ax
+
+
+def plot_ratio_to_bound(results: dict, targets=(), ax=None):
+    """Horizontal bars of each pipeline's training rate over the bound, with the targets that
+    apply marked."""
+    names = list(results["pipelines"])
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 2.0 + 0.4 * len(names)))
+    ratios = [results["pipelines"][n]["train_ratio_to_bound"] for n in names]
+    bars = ax.barh(range(len(names)), ratios, color="tab:orange")
+    ax.bar_label(bars, fmt="%.2f", fontsize=8, padding=2)
+    for target in targets:
+        if target.metric == "train_ratio_to_bound" and target.pipeline in names:
+            i = names.index(target.pipeline)
+            ax.vlines(target.minimum, i - 0.4, i + 0.4, color="red", linestyle=":",
+                      label=f"target {target.pipeline} ≥ {target.minimum:g}")
+    ax.axvline(1.0, color="black", linestyle="--", linewidth=1)
+    ax.set_xlim(0, max(1.15, 1.1 * max(ratios)))
+    ax.set_xlabel("training rate / bound")
+    _pipeline_axis(ax, names)
+    _bench_title(ax, results, "Share of the bound")
+    return ax
+
+
+def plot_worker_scaling(results: dict, ax=None):
+    """Albumentations images/s against CPU workers, with the GPU pipelines and the bound as lines."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 4))
+    albu = sorted((p for p in results["pipelines"].values() if p["family"] == "albumentations"),
+                  key=lambda p: p["num_workers"])
+    workers = [p["num_workers"] for p in albu]
+    ax.plot(workers, [p["loader_img_s"] for p in albu], "o-", label="Albumentations loader alone")
+    ax.plot(workers, [p["train_img_s"] for p in albu], "s-", label="Albumentations training")
+    colours = {"kornia": "tab:purple", "dali": "tab:green"}
+    for name, p in results["pipelines"].items():
+        if p["family"] != "albumentations":
+            ax.axhline(p["train_img_s"], linestyle="-.", color=colours.get(p["family"], "tab:grey"),
+                       label=f"{name} training")
+    ax.axhline(results["bound"]["img_s"], color="black", linestyle="--", label="bound")
+    ax.set_xticks(workers)
+    ax.set_xlabel("DataLoader workers")
+    ax.set_ylabel("images / s")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8)
+    _bench_title(ax, results, "Scaling with CPU workers")
+    return ax
+
+def plot_benchmark_sets(result_sets: dict, plot, **kwargs):
+    """One panel per benchmark result (``{name: results}``), side by side, drawn by ``plot(results, ax=...)``."""
+    if not result_sets:
+        raise ValueError("No benchmark results to plot: set run_live = True, or commit "
+                         "results/benchmark_h100.json (python -m nailseg_common.measure.benchmark --profile gpu).")
+    rows = max(len(results["pipelines"]) for results in result_sets.values())
+    fig, axes = plt.subplots(1, len(result_sets), figsize=(7 * len(result_sets), max(3.5, 2.5 + 0.45 * rows)),
+                             squeeze=False)
+    for ax, (name, results) in zip(axes[0], result_sets.items()):
+        plot(results, ax=ax, **kwargs)
+        ax.set_title(f"{name}: {ax.get_title()}", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+
+# --- data (notebook 01) ---------------------------------------------------------------
+
+
+def plot_samples_by_type(table, per_type: int = 4, seed: int = 0):
+    """One row per type: ``per_type`` random images with their masks overlaid in green.
+
+    ``table`` is :func:`nailseg_common.data.preparation.dataset_table` (or a ``read_split``).
+    """
+    import numpy as np
+
+    types = sorted(table["type"].unique())
+    fig, axes = plt.subplots(len(types), per_type, figsize=(2.6 * per_type, 2.3 * len(types)),
+                             squeeze=False)
+    rng = np.random.default_rng(seed)
+    for row, kind in zip(axes, types):
+        members = table[table["type"] == kind]
+        picks = np.sort(rng.choice(len(members), size=min(per_type, len(members)), replace=False))
+        for ax in row:
+            ax.set_axis_off()
+        for ax, (_, sample) in zip(row, members.iloc[picks].iterrows()):
+            image = np.load(sample["npy_image"])
+            mask = np.load(sample["npy_mask"])[:, :, 0].astype(bool)
+            overlay = image.copy()
+            overlay[mask] = (0.45 * overlay[mask] + (0, 140, 0)).astype(np.uint8)
+            ax.imshow(overlay)
+            ax.contour(mask, levels=[0.5], colors="yellow", linewidths=0.6)
+            ax.set_title(f"type {kind}  {image.shape[1]}x{image.shape[0]}", fontsize=8)
+    fig.suptitle("Samples per type, nail masks overlaid in green")
+    fig.tight_layout()
+    return fig
+
+
+def plot_synthetic_samples(samples):
+    """Synthetic samples ``(type, image, mask)`` side by side, each image above its mask."""
+    fig, axes = plt.subplots(2, len(samples), figsize=(3 * len(samples), 5.5), squeeze=False)
+    for column, (kind, image, mask) in enumerate(samples):
+        axes[0, column].imshow(image)
+        axes[0, column].set_title(f"type {kind}: {image.shape[1]}x{image.shape[0]}", fontsize=9)
+        axes[1, column].imshow(mask, cmap="gray")
+    for ax in axes.flat:
+        ax.set_axis_off()
+    fig.tight_layout()
+    return fig
+
+
+def plot_image_sizes(table):
+    """Width against height per type, and the spread of aspect ratios."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
+    types = sorted(table["type"].unique())
+    for kind in types:
+        part = table[table["type"] == kind]
+        left.scatter(part["width"], part["height"], s=12, alpha=0.7, label=f"type {kind}")
+    left.set_xlabel("width (px)")
+    left.set_ylabel("height (px)")
+    left.set_title("Image sizes")
+    left.legend(fontsize=8)
+    right.hist([table[table["type"] == k]["width"] / table[table["type"] == k]["height"]
+                for k in types], bins=20, stacked=True, label=[f"type {k}" for k in types])
+    right.legend(fontsize=8)
+    right.set_xlabel("aspect ratio (width / height)")
+    right.set_ylabel("images")
+    right.set_title("Aspect ratios")
+    fig.tight_layout()
+    return fig
+
+
+def plot_nail_fraction(table, ax=None):
+    """Share of nail pixels per image, one box per type (points: single images)."""
+    import numpy as np
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.8))
+    types = sorted(table["type"].unique())
+    values = [100 * table[table["type"] == k]["nail_fraction"] for k in types]
+    ax.boxplot(values, showfliers=False)
+    ax.set_xticks(range(1, len(types) + 1), [f"type {k}" for k in types])
+    rng = np.random.default_rng(0)
+    for i, v in enumerate(values, start=1):
+        ax.scatter(i + rng.uniform(-0.15, 0.15, len(v)), v, s=8, alpha=0.5, color="tab:green")
+    ax.set_ylabel("nail pixels (% of image)")
+    ax.set_title("How much of each image is nail")
+    return ax
+
+
+# --- GPU augmentation (notebook 03) ----------------------------------------------------
+
+
+def plot_augmentation_gallery(panels: dict, max_images: int = 4):
+    """One row per image, one column per pipeline; the mask's outline drawn on the image.
+
+    ``panels`` is :func:`nailseg_common.pipelines.gallery.gallery_panels`. A yellow outline
+    that hugs the nail after a flip or an affine shows image and mask moved together.
+    """
+    names = list(panels)
+    count = min(max_images, len(next(iter(panels.values()))[0]))
+    fig, axes = plt.subplots(count, len(names), figsize=(2.4 * len(names), 2.4 * count), squeeze=False)
+    for column, name in enumerate(names):
+        images, masks = panels[name]
+        axes[0, column].set_title(name, fontsize=9)
+        for row in range(count):
+            ax = axes[row, column]
+            ax.imshow(images[row].clip(0, 1))
+            if masks[row].any():
+                ax.contour(masks[row], levels=[0.5], colors="yellow", linewidths=0.8)
+            ax.set_axis_off()
+    fig.tight_layout()
+    return fig
+
+
+def plot_share_of_bound(shares: dict, title: str, target: float | None = None, ax=None):
+    """Horizontal bars: each pipeline's training rate as a share of the bound (1.0), top down
+    in the order of ``shares`` (``{name: share}``), with an optional dotted target line."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 0.6 + 0.5 * len(shares)))
+    ax.barh(list(shares), list(shares.values()), color="tab:purple")
+    ax.invert_yaxis()
+    if target is not None:
+        ax.axvline(target, color="red", linestyle=":", label=f"target {target:.2f}")
+        ax.legend()
+    ax.set(xlabel="training images/s ÷ bound", title=title)
+    return ax
+
+
+# --- Lightning baseline (notebook 02) ---------------------------------------------------
+
+
+def plot_training_curves(runs: dict, x: str = "epoch"):
+    """Loss and validation Dice/IoU per epoch (or ``x="step"``) of labelled runs, drawn together.
+
+    ``runs`` maps a label to :func:`nailseg_common.training.trainer.read_metrics` (one row per
+    epoch; epochs without a validation are left out of its lines). Solid lines are
+    validation, dashed lines training; Dice and IoU are hard
+    (threshold 0.5, per image, averaged).
+    """
+    fig, (loss_ax, dice_ax, iou_ax) = plt.subplots(1, 3, figsize=(13, 3.5))
+    for index, (label, metrics) in enumerate(runs.items()):
+        colour, valid = f"C{index}", metrics.dropna(subset=["val_dice"])  # validated epochs
+        marker = "o" if len(valid) < 30 else None
+        loss_ax.plot(metrics.index, metrics["train_loss"], color=colour, linestyle="--",
+                     label=f"{label}, train")
+        loss_ax.plot(valid.index, valid["val_loss"], color=colour, marker=marker,
+                     label=f"{label}, validation")
+        dice_ax.plot(valid.index, valid["val_dice"], color=colour, marker=marker, label=label)
+        iou_ax.plot(valid.index, valid["val_iou"], color=colour, marker=marker, label=label)
+    loss_ax.set(xlabel=x, ylabel="Lovász hinge + cross-entropy + soft-Dice loss",
+                title="Loss")
+    dice_ax.set(xlabel=x, ylim=(0, 1), title="Validation Dice (threshold 0.5)")
+    iou_ax.set(xlabel=x, ylim=(0, 1), title="Validation IoU (threshold 0.5)")
+    for ax in (loss_ax, dice_ax, iou_ax):
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_learning_curve(curve, zero_shot: float | None = None):
+    """Mean hard Dice against training photos, one line per start with ± one standard error
+    as bars (``curve``: columns ``start``, ``photos``, ``dice``, ``se``), and the zero-shot
+    Dice as a dotted line when given."""
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    for index, (start, points) in enumerate(curve.sort_values("photos").groupby("start", sort=False)):
+        ax.errorbar(points["photos"], points["dice"], yerr=points["se"], color=f"C{index}",
+                    marker="o", capsize=3, label=start)
+    if zero_shot is not None:
+        ax.axhline(zero_shot, color="grey", linestyle=":", label="synthetic, no fine-tuning")
+    ax.set_xscale("log")
+    ax.set_xticks(sorted(curve["photos"].unique()), labels=sorted(curve["photos"].unique()))
+    ax.set(xlabel="training photos per fold", ylabel="hard Dice on held-out photos",
+           title="Learning curve (mean ± standard error over held-out photos)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_predictions(images, masks, probabilities, scores=None, max_images: int = 4):
+    """Top row: each image with the ground truth (yellow) and the prediction at 0.5 (cyan)
+    outlined; bottom row: the predicted probability. ``images`` N×H×W×3 in [0, 1],
+    ``masks`` and ``probabilities`` N×H×W; ``scores`` (e.g. per-image IoU) titles the columns.
+    """
+    count = min(max_images, len(images))
+    fig, axes = plt.subplots(2, count, figsize=(2.6 * count, 5.4), squeeze=False)
+    for column in range(count):
+        top, bottom = axes[0, column], axes[1, column]
+        top.imshow(images[column].clip(0, 1))
+        for outline, colour in ((masks[column], "yellow"), (probabilities[column] > 0.5, "cyan")):
+            if outline.any():
+                top.contour(outline, levels=[0.5], colors=colour, linewidths=1.0)
+        if scores is not None:
+            top.set_title(f"IoU {scores[column]:.2f}", fontsize=9)
+        image = bottom.imshow(probabilities[column], vmin=0, vmax=1, cmap="magma")
+        for ax in (top, bottom):
+            ax.set_axis_off()
+    fig.colorbar(image, ax=axes[1, :].tolist(), shrink=0.8, label="P(nail)")
+    fig.suptitle("ground truth (yellow) vs prediction (cyan)", fontsize=10)
+    return fig
+
+
+def plot_overlays(paths, max_images: int = 4):
+    """The first ``max_images`` overlay images of ``paths`` in a row, titled by file name."""
+    count = max(1, min(max_images, len(paths)))
+    fig, axes = plt.subplots(1, count, figsize=(3.2 * count, 3.4), squeeze=False)
+    for ax, path in zip(axes[0], paths):
+        ax.imshow(plt.imread(path))
+        ax.set_title(Path(path).name, fontsize=8)
+    for ax in axes[0]:
+        ax.axis("off")
+    fig.tight_layout()
+    return fig
+
+
+def plot_batch_gallery(batch: dict, max_images: int = 8, columns: int = 4, title: str | None = None):
+    """A batch-contract dict (``image`` B×3×H×W, ``label`` B×1×H×W; torch on any device or
+    numpy, uint8 or float) as a grid of images with the label's outline in yellow."""
+    def host(values):
+        return values.detach().cpu().numpy() if hasattr(values, "detach") else values
+
+    images, labels = host(batch["image"])[:max_images], host(batch["label"])[:max_images]
+    images = images.transpose(0, 2, 3, 1) / (255.0 if images.dtype.kind == "u" else 1.0)
+    rows = -(-len(images) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(2.4 * columns, 2.4 * rows), squeeze=False)
+    for index, ax in enumerate(axes.flat):
+        ax.set_axis_off()
+        if index < len(images):
+            ax.imshow(images[index].clip(0, 1))
+            if labels[index, 0].any():
+                ax.contour(labels[index, 0], levels=[0.5], colors="yellow", linewidths=0.8)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+# --- time to accuracy (notebook 07) and two GPUs (notebook 08) ---------------------------
+
+
+def plot_step_ladder(steps, xlabel: str, ax=None):
+    """Horizontal bars of a table with ``img/s``, ``min`` and ``max`` per row (median,
+    min-max whiskers), the first row on top."""
+    ax = ax or plt.subplots(figsize=(8, 3))[1]
+    ax.barh(steps.index[::-1], steps["img/s"][::-1], color="#4c72b0",
+            xerr=[(steps["img/s"] - steps["min"])[::-1], (steps["max"] - steps["img/s"])[::-1]])
+    ax.set_xlabel(xlabel)
+    ax.set_title("one change at a time (bars: median, whiskers: min-max of the windows)")
+    ax.figure.tight_layout()
+    return ax
+
+
+def plot_iou_curves(runs: dict, target_iou: float, budget_s: float | None = None, ax=None):
+    """Hard IoU of every validation against seconds since the start of ``fit``; ``runs`` maps
+    a label to a run's ``history`` (rows with ``seconds`` and ``val_iou``)."""
+    ax = ax or plt.subplots(figsize=(8, 4))[1]
+    for label, history in runs.items():
+        ax.plot([row["seconds"] for row in history], [row["val_iou"] for row in history],
+                marker=".", label=label)
+    ax.axhline(target_iou, color="gray", linestyle="--", linewidth=1, label=f"target IoU {target_iou}")
+    if budget_s is not None:
+        ax.axvline(budget_s, color="crimson", linestyle=":", linewidth=1, label=f"budget {budget_s:g} s")
+    ax.set_xlabel("seconds since the start of fit (compilation apart)")
+    ax.set_ylabel("hard IoU (validation)")
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=8)
+    ax.figure.tight_layout()
+    return ax
+
+
+def plot_ratio_change(ratios, before=None, keeps_up: float = 0.97, ax=None):
+    """Bars of each pipeline's ratio to the bound of the faster step; dots at ``before``
+    (the ratios to the old step's bound), a dashed line at ``keeps_up``."""
+    ax = ax or plt.subplots(figsize=(8, 3))[1]
+    ax.barh(ratios.index[::-1], ratios[::-1], color="#55a868", label="faster step (this run)")
+    if before is not None:
+        ax.scatter(before.reindex(ratios.index)[::-1], ratios.index[::-1], color="black",
+                   zorder=3, label="02's step (notebook 05's committed run)")
+    ax.axvline(keeps_up, color="gray", linestyle="--", linewidth=1)
+    ax.set_xlabel("training images/s ÷ the bound of the same step")
+    ax.set_xlim(0, 1.05)
+    ax.legend(loc="lower right", fontsize=8)
+    ax.figure.tight_layout()
+    return ax
+
+
+def plot_devices_speed(runs: dict, speedup_target: float, ax=None):
+    """Training images/s of each run of notebook 08 (``runs``: name -> ``train_img_s``), a
+    dashed line at ``speedup_target`` × the first."""
+    ax = ax or plt.subplots(figsize=(5, 3.8))[1]
+    names, rates = list(runs), [rate or 0.0 for rate in runs.values()]
+    ax.bar(names, rates, color=["#4c72b0", "#55a868"][:len(names)])
+    ax.axhline(rates[0] * speedup_target, color="gray", linestyle="--", linewidth=1,
+               label=f"{speedup_target} × one device")
+    ax.set_ylabel("training images/s (validation excluded)")
+    ax.legend(fontsize=8)
+    return ax
+
+
+VALIDATION_METRICS = ("val_dice", "val_iou", "val_soft_dice", "val_loss")
+
+
+def combine(one: dict, many: dict, validation: dict[int, dict], speedup_target: float) -> dict:
+    """The four launches as one record: both runs, the validation comparison, coverage."""
+    first, last = validation[min(validation)], validation[max(validation)]
+    differences = {name: abs(first[name] - last[name]) for name in VALIDATION_METRICS}
+    return {"date": many["date"], "devices": many["devices"], "versions": many["versions"],
+            "python": many["python"], "speedup_target": speedup_target,
+            "runs": {"one device": one, f"{many['world_size']} devices": many},
+            "speedup": (many["train_img_s"] / one["train_img_s"]
+                        if many["train_img_s"] and one["train_img_s"] else None),
+            "validation": {"by_devices": {k: {name: v[name] for name in VALIDATION_METRICS}
+                                          for k, v in validation.items()},
+                           "abs_difference": differences,
+                           "max_abs_difference": max(differences.values()),
+                           "identical": all(d == 0 for d in differences.values())},
+            "coverage": many["coverage"]}
+
+
+def read_record(path: Path) -> dict | None:
+    """A committed results file, None if it is missing."""
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def describe(record: dict, label: str) -> None:
+    """Where a record comes from: date, devices, Python and library versions."""
+    versions = ", ".join(f"{name} {version}" for name, version in record["versions"].items())
+    print(f"{label}: {record['date']}, {record['devices'][0]} × {len(record['devices'])}, "
+          f"Python {record['python']}; {versions}")
+
+
+def runs_table(record: dict) -> pd.DataFrame:
+    return pd.DataFrame.from_dict({name: {
+        "devices": run["world_size"],
+        "global batch": run["world_size"] * run["config"]["profile"]["batch_size"],
+        "peak lr": run["config"]["lr"], "steps": run["steps"],
+        "train img/s": run["train_img_s"], "compile s": run["compile_s"], "fit s": run["fit_s"],
+        "reached": run["reached"], "s to target": run["seconds_to_target"],
+        "steps to target": run["steps_to_target"], "best IoU": run["best_iou"]}
+        for name, run in record["runs"].items()}, orient="index")
+
+
+def show_speed(record: dict) -> None:
+    """Images/s and time to accuracy of both runs, against the speed-up target."""
+    runs = record["runs"]
+    display(runs_table(record).round({"train img/s": 1, "compile s": 1, "fit s": 1,
+                                      "s to target": 1, "best IoU": 3}))
+    _, (bars, curves) = plt.subplots(1, 2, figsize=(11, 3.8))
+    plot_devices_speed({name: run["train_img_s"] for name, run in runs.items()},
+                       record["speedup_target"], ax=bars)
+    target = next(iter(runs.values()))["config"]["target_iou"]
+    plot_iou_curves({name: run["history"] for name, run in runs.items()}, target, ax=curves)
+    plt.show()
+    names, speedup = list(runs), record["speedup"]
+    if speedup:
+        goal = record["speedup_target"]
+        verdict = "met" if speedup >= goal else "missed"
+        print(f"images/s on {runs[names[1]]['world_size']} devices ÷ on one: {speedup:.2f} "
+              f"(target {goal}: {verdict}, by {abs(speedup / goal - 1):.1%})")
+    else:
+        print("too few epochs to time (the first epoch is left out)")
+    one, many = runs[names[0]], runs[names[1]]
+    if one["reached"] and many["reached"]:
+        change = many["seconds_to_target"] / one["seconds_to_target"] - 1
+        print(f"time to IoU {target}: {one['seconds_to_target']:.1f} s on one device, "
+              f"{many['seconds_to_target']:.1f} s on {many['world_size']} ({change:+.0%})")
+
+
+def show_checks(record: dict) -> None:
+    """The coverage of every complete epoch and the validation on one device and on several."""
+    coverage = pd.DataFrame(record["coverage"] or [])
+    if not coverage.empty:
+        coverage["per_rank"] = coverage["per_rank"].map(lambda sizes: " + ".join(map(str, sizes.values())))
+        coverage["duplicates"] = coverage["duplicates"].map(len)
+        coverage["unknown"] = coverage["unknown"].map(len)
+        display(coverage.set_index("epoch").head(4))
+        print(f"{coverage['ok'].sum()} of {len(coverage)} complete epochs saw each training image "
+              "once, but the expected DROP remainder" + ("" if coverage["ok"].all()
+                                                          else ": COVERAGE WRONG in the others"))
+    checked = record["validation"]
+    display(pd.DataFrame({f"{k} device(s)": v for k, v in checked["by_devices"].items()}
+                         | {"|difference|": checked["abs_difference"]}))
+    print("validation metrics on one device and on several: "
+          + ("identical" if checked["identical"]
+             else f"differ by at most {checked['max_abs_difference']:.1e}"))
+
+
+def step_breakdown(record: dict) -> pd.DataFrame | None:
+    """Milliseconds per training step of each run, by part; None without step profiles."""
+    columns = {}
+    for name, run in record["runs"].items():
+        profiled = run.get("step_profile")
+        later = run["epochs"][1:]
+        if not profiled or not later:
+            return None
+        batch = run["world_size"] * run["config"]["profile"]["batch_size"]
+        per_step_ms = statistics.median(1e3 * e["seconds"] * batch / e["images"] for e in later)
+        columns[name] = {
+            "compute (kernels other than NCCL's)": profiled["compute_ms"],
+            "all-reduce not hidden": profiled["all_reduce_not_hidden_ms"],
+            "idle within the steps": profiled["idle_ms"],
+            "epoch boundary, per step": per_step_ms - profiled["wall_ms"],
+            "time per step": per_step_ms,
+            "images per step": batch}
+    return pd.DataFrame(columns)
+
+
+def explain_speedup(record: dict) -> None:
+    """The breakdown table, and the difference per step between the runs, part by part."""
+    table = step_breakdown(record)
+    if table is None:
+        print("no step profiles in this record (runs of fewer than two epochs)")
+        return
+    display(table.round(2))
+    one_name, many_name = table.columns
+    difference = (table[many_name] - table[one_name]).drop(["time per step", "images per step"])
+    if difference.isna().any():
+        print("no GPU: the profile holds wall time only, the parts are not measured")
+        return
+    one_ms, many_ms = table.loc["time per step", one_name], table.loc["time per step", many_name]
+    devices = table.loc["images per step", many_name] / table.loc["images per step", one_name]
+    print(f"a step on {devices:.0f} devices takes {many_ms - one_ms:+.1f} ms longer than on one "
+          f"({one_ms:.1f} ms), so the images/s grow {devices:.0f} × {one_ms:.1f} / {many_ms:.1f} "
+          f"= {devices * one_ms / many_ms:.2f} ×; the difference by part:")
+    for part, ms in difference.sort_values(ascending=False).items():
+        print(f"  {part:38s} {ms:+6.2f} ms")
+
+
+def recipes_table(path: Path) -> pd.DataFrame | None:
+    """The two-GPU recipes tried before the published run (a committed results file)."""
+    recipes = read_record(path)
+    if recipes is None:
+        return None
+    print(f"{path.name}: {recipes['what']}")
+    return pd.DataFrame.from_dict({name: {
+        "peak lr": run["lr"], "max steps": run["max_steps"], "reached": run["reached"],
+        "s to target": run["seconds_to_target"], "best IoU": run["best_iou"],
+        "train img/s": run["train_img_s"]} for name, run in recipes["runs"].items()},
+        orient="index").round({"s to target": 1, "best IoU": 3, "train img/s": 1})

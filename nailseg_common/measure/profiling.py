@@ -1,0 +1,121 @@
+"""Where the time goes: the course's one clock, the machine's utilisation while it runs, and
+profiles of training steps with their kernels named.
+
+The course's one clock: time that counts the work queued on a GPU.
+
+What the machine was doing while a clock ran: GPU utilisation sampled through NVML in a
+thread, and the busy share of all CPU cores from ``psutil`` (used by :mod:`nailseg_common.measure.timing`).
+
+Recording a profile of training steps and naming its kernels by what they do (notebook 07).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import threading
+import time
+
+import torch
+from pytorch_lightning.callbacks import Callback
+from torch.profiler import ProfilerActivity
+
+
+def synchronized_now(device: torch.device | str) -> float:
+    """``time.perf_counter()`` once the work queued on ``device`` is done (CUDA runs ahead of
+    Python, so an unsynchronised clock times the queueing, not the work)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
+class UtilisationSampler:
+    """GPU utilisation (NVML) sampled every ``interval`` s in a thread, on a ``cuda`` device.
+
+    NVML reports, for its last sampling period, the share of time the GPU ran a kernel. On
+    other devices nothing is sampled and :meth:`gpu_percent` returns ``None``.
+    """
+
+    def __init__(self, device: torch.device, interval: float = 0.1):
+        self.interval = interval
+        self.samples: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = None
+        self._nvml = None
+        if device.type == "cuda":
+            import pynvml
+
+            pynvml.nvmlInit()
+            self._nvml = pynvml
+            self._handle = self._nvml_handle(device)
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
+
+    def _nvml_handle(self, device: torch.device):
+        """NVML's handle of the CUDA device, matched by UUID (NVML numbers its GPUs on its
+        own, ignoring CUDA_VISIBLE_DEVICES)."""
+        uuid = str(torch.cuda.get_device_properties(device).uuid)
+        try:
+            return self._nvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+        except self._nvml.NVMLError:  # UUID not understood: same numbering when nothing is hidden
+            return self._nvml.nvmlDeviceGetHandleByIndex(device.index or 0)
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            util = self._nvml.nvmlDeviceGetUtilizationRates(self._handle).gpu
+            self.samples.append((time.perf_counter(), util))
+            self._stop.wait(self.interval)
+
+    def gpu_percent(self, start: float, end: float) -> float | None:
+        """Mean GPU utilisation (%) of the samples taken between ``start`` and ``end``
+        (``time.perf_counter`` readings)."""
+        if self._nvml is None:
+            return None
+        inside = [u for t, u in list(self.samples) if start <= t <= end]
+        return statistics.fmean(inside) if inside else None
+
+    def close(self) -> None:
+        """Stop the sampling thread and NVML."""
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+            self._nvml.nvmlShutdown()
+
+
+def cpu_busy_percent(before, after) -> float:
+    """Share (%) of all cores' time spent busy between two ``psutil.cpu_times()``."""
+    idle = (after.idle - before.idle) + (getattr(after, "iowait", 0) - getattr(before, "iowait", 0))
+    total = sum(after) - sum(before)
+    return 100.0 * (1 - idle / total) if total > 0 else 0.0
+
+
+KERNEL_GROUPS = [  # first match wins; names of CUDA kernels and of CPU operators
+    ("generated fused kernels (torch.compile)", r"triton"),
+    ("sort (Lovász hinge)", r"sort|radix"),
+    ("optimizer", r"adam|multi_tensor"),
+    ("convolutions and matrix products", r"conv|gemm|xmma|cutlass|wgmma|cudnn|mm|sm90"),
+]
+
+
+def kernel_group(name: str) -> str:
+    """The group of :data:`KERNEL_GROUPS` that a kernel or operator ``name`` belongs to."""
+    return next((group for group, pattern in KERNEL_GROUPS if re.search(pattern, name, re.IGNORECASE)),
+                "other elementwise, normalisation and copies")
+
+
+class KernelProfile(Callback):
+    """``torch.profiler`` over every training step of a ``fit`` but the first (``profiler``)."""
+
+    def __init__(self, on_gpu: bool):
+        self.profiler = torch.profiler.profile(
+            activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else []))
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step == 1:
+            self.profiler.start()
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        synchronized_now(pl_module.device)
+        self.profiler.stop()

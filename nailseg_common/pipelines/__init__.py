@@ -1,0 +1,1 @@
+"""Input pipelines: the augmentation policy and its Albumentations, Kornia and DALI pipelines."""

@@ -1,0 +1,1 @@
+"""Set-up: profiles, paths, the one `start()` of a notebook, the environment, files, progress."""

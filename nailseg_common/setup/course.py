@@ -1,0 +1,48 @@
+"""The one set-up call every notebook makes after its ``parameters`` cell."""
+
+from __future__ import annotations
+
+import os
+
+import matplotlib
+import matplotlib.pyplot as plt  # noqa: F401  (activates the notebook's backend before the style below)
+import pandas as pd
+
+from nailseg_common.data.preparation import ensure_prepared, fit_batch_to_split
+from nailseg_common.setup.environment import environment_report
+from nailseg_common.setup.paths import DataLocation
+from nailseg_common.setup.profiles import Profile, select_profile
+
+FIGURE_DPI = 150
+FIGURE_QUALITY = 85  # JPEG: photos and galleries at 150 dpi stay a fraction of their PNG size
+
+
+def start(profile: str = "", data_root: str | os.PathLike = "", *, seed: int = 0,
+          **overrides) -> tuple[Profile, DataLocation]:
+    """Choose the run size, report the environment, and prepare the data.
+
+    ``profile`` and ``overrides`` go to :func:`profiles.select_profile` (``None`` keeps the
+    profile's value); the data is ``data_root`` (your photos) or the synthetic set, generated
+    and prepared when needed. The batch shrinks, saying so, when the training split is too
+    small for it. Returns the profile and where the data is.
+    """
+    cfg = select_profile(profile, **overrides)
+    print(environment_report(cfg))
+    show_figures_as_jpeg()
+    pd.set_option("display.max_colwidth", None)  # tables show whole cells
+    data = ensure_prepared(cfg, data_root or None, seed=seed)
+    cfg = fit_batch_to_split(cfg, data)
+    print(f"data: {data.raw} ({'synthetic' if data.synthetic else 'your photos'}), "
+          f"prepared in {data.prepared}")
+    return cfg, data
+
+
+def show_figures_as_jpeg() -> None:
+    """Figures in a notebook at ``FIGURE_DPI``, embedded as JPEG (outside IPython: dpi only)."""
+    matplotlib.rcParams["figure.dpi"] = FIGURE_DPI
+    from IPython import get_ipython
+
+    if get_ipython() is not None:
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+
+        set_matplotlib_formats("jpeg", pil_kwargs={"quality": FIGURE_QUALITY})

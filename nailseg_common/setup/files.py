@@ -1,0 +1,183 @@
+"""Files the course writes and trusts: written whole, recorded cheaply, built once.
+
+Files and folders that appear complete or not at all.
+
+A results file, or a generated or prepared folder, is written under a temporary sibling
+name and renamed into place at the end, so an interrupted run never leaves a half-written
+file or folder that a later run could take as complete. A lock file serialises processes
+that build the same folder at the same time (several notebooks or test sessions sharing
+``data/``); whoever holds it first deletes the temporary folders that killed runs left
+behind.
+
+Cheap records of written files, to notice later that one was deleted, cut or replaced.
+
+A record is a file's size and a digest of its first and last :data:`SAMPLE` bytes: the
+cost per file is constant whatever its size, and the record changes when a file is
+deleted, truncated, extended or replaced by another array (an ``.npy`` header, with its
+shape and dtype, is in the first bytes). A change in the middle of a file that keeps
+its size goes unnoticed: that is the price of being cheap enough to check on every run.
+
+A folder built once and rebuilt only when its sources change or a file is damaged.
+
+Notebook 03's uint8 cache uses it: ``build_once(target, manifest, write, files)`` returns
+``target`` when its ``manifest.json`` says it was made from the same ``manifest`` and every
+file in ``files`` still has the size and digest it was written with; otherwise it calls
+``write(folder)`` on an empty temporary folder under a lock (several notebooks or test
+sessions may share ``data/``), records the files' sizes and digests, and renames the folder
+into place, so an interrupted build never leaves a half-written cache behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows: no locking, the rename still keeps folders whole
+    fcntl = None
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (it may be another user's)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def stale_staging(target: Path) -> list[Path]:
+    """``target``'s staging folders (``.<name>.tmp-<pid>``, ``.old-<pid>``) left by runs that
+    were killed: their process is dead, or is this one (then not in use once the lock is held).
+    Empty where there is no locking (Windows)."""
+    if fcntl is None or not target.parent.is_dir():
+        return []
+    pattern = re.compile(rf"\.{re.escape(target.name)}\.(tmp|old)-(\d+)")
+    matches = [(entry, pattern.fullmatch(entry.name)) for entry in target.parent.iterdir()]
+    return [entry for entry, match in matches
+            if match and (int(match[2]) == os.getpid() or not _alive(int(match[2])))]
+
+
+@contextlib.contextmanager
+def folder_lock(target: Path) -> Iterator[None]:
+    """Hold an exclusive lock for building ``target`` (a hidden ``.lock`` file beside it),
+    and clear the staging folders that runs killed while building it left behind."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{target.name}.lock", "w") as handle:
+        if fcntl is not None:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            for folder in stale_staging(target):
+                shutil.rmtree(folder, ignore_errors=True)
+        try:
+            yield
+        finally:
+            if fcntl is not None:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def staged_folder(target: Path) -> Iterator[Path]:
+    """Yield an empty temporary sibling of ``target``; on success it replaces ``target``.
+
+    On an exception the temporary folder is deleted and ``target`` is left as it was.
+    """
+    staging = target.parent / f".{target.name}.tmp-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    old = target.parent / f".{target.name}.old-{os.getpid()}"
+    if target.exists():
+        os.replace(target, old)
+    os.replace(staging, target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def write_json(path: str | os.PathLike, data: dict, default: Callable | None = None) -> Path:
+    """Write ``data`` as indented JSON to ``path`` (folders created) under a temporary sibling
+    name, then rename it into place, so a reader never finds half a file; the resolved path.
+    ``default`` goes to ``json.dumps`` (``str``: values JSON has no type for, as text)."""
+    path = Path(path).resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    staging.write_text(json.dumps(data, indent=2, default=default) + "\n")
+    os.replace(staging, path)
+    return path
+
+
+SAMPLE = 4096
+
+
+def file_record(path: str | os.PathLike) -> dict:
+    """``{"size": bytes, "digest": hex}`` of the file at ``path``."""
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        digest = hashlib.blake2b(handle.read(SAMPLE), digest_size=16)
+        if size > SAMPLE:
+            handle.seek(max(SAMPLE, size - SAMPLE))
+            digest.update(handle.read(SAMPLE))
+    return {"size": size, "digest": digest.hexdigest()}
+
+
+def file_records(folder: str | os.PathLike, names: Iterable[str]) -> dict[str, dict]:
+    """The record of each file ``folder/name`` (``name``: a relative POSIX path), by name."""
+    return {name: file_record(Path(folder, name)) for name in names}
+
+
+def verify_records(folder: str | os.PathLike, records: dict[str, dict]) -> list[str]:
+    """What no longer matches ``records`` under ``folder``, one line per file (empty: all well)."""
+    problems = []
+    for name, expected in records.items():
+        try:
+            found = file_record(Path(folder, name))
+        except FileNotFoundError:
+            problems.append(f"{name} is missing")
+        except OSError as error:
+            problems.append(f"{name} cannot be read ({error.strerror or error})")
+        else:
+            if found["size"] != expected.get("size"):
+                problems.append(f"{name} has {found['size']} bytes, expected {expected.get('size')}")
+            elif found["digest"] != expected.get("digest"):
+                problems.append(f"{name} has other content than when it was written")
+    return problems
+
+
+MANIFEST = "manifest.json"
+
+
+def is_current(folder: Path, manifest: dict) -> bool:
+    """``folder`` was made from ``manifest``, and every file is as it was written."""
+    try:
+        written = json.loads((Path(folder) / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return False
+    files = written.pop("files", None)
+    return written == manifest and isinstance(files, dict) and not verify_records(folder, files)
+
+
+def build_once(target: Path, manifest: dict, write: Callable[[Path], None],
+               files: Iterable[str]) -> Path:
+    """``target``, built by ``write(folder)`` unless it is current (see :func:`is_current`)."""
+    target = Path(target)
+    if is_current(target, manifest):
+        return target
+    with folder_lock(target):
+        if is_current(target, manifest):  # another process built it while we waited
+            return target
+        with staged_folder(target) as staging:
+            write(staging)
+            records = file_records(staging, tuple(files))
+            (staging / MANIFEST).write_text(json.dumps({**manifest, "files": records}))
+    return target

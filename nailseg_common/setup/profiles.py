@@ -1,0 +1,137 @@
+"""Run profiles shared by every notebook: ``smoke`` (CI), ``cpu`` (a laptop), ``gpu`` (full size).
+
+A notebook's ``parameters`` cell names a profile (or leaves it empty) and may override
+single fields; :func:`select_profile` fills the rest from ``NAILSEG_PROFILE`` and the
+hardware, so papermill, nbmake and a student clicking "Run all" all get a sensible run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Every size knob of a course run."""
+
+    name: str
+    accelerator: str  # "cpu" or "gpu" (Lightning's names)
+    num_images: int  # synthetic images generated when no real dataset is given
+    image_size: int  # square side the models see
+    batch_size: int
+    max_steps: int  # optimizer steps: the training length, whatever the dataset's size
+    encoder: str  # smp encoder name
+    num_workers: int  # CPU DataLoader workers
+    precision: str  # Lightning precision string
+    lr: float
+    max_train_batches: int | None = None  # cap per epoch (None: the whole set)
+    max_valid_batches: int | None = None
+    bench_repeats: int = 3
+    bench_steps: int = 20
+    finetune_steps: int = 240  # optimizer steps of each fine-tuning run of notebook 06
+    finetune_image_size: int = 64  # the side notebook 06 fine-tunes at
+    finetune_lr: float = 1e-3  # its peak learning rate (the weights start trained)
+    curve_folds: int = 1  # folds of notebook 06's learning curve (the first ones)
+    finetune_keep_statistics: bool = True  # a trained start keeps its BatchNorm statistics
+    # notebook 07's faster recipe (08 trains it on several devices)
+    compile_model: bool = False  # torch.compile the U-Net (worth it on a GPU only)
+    fast_batch_size: int = 8  # the faster step's batch
+    fast_lr: float = 1e-3  # its peak learning rate
+    warmup_steps: int = 0  # linear warm-up steps before the cosine decay
+    fast_max_steps: int = 2  # the schedule of notebook 07's timed run
+    val_every_n_epochs: int = 1  # validate (and checkpoint) every n epochs, in every training
+    # notebook 08: the same recipe as a script on several devices
+    ddp_devices: int = 2  # processes of the multi-device runs: GPUs, else gloo CPU processes
+    ddp_batch_size: int = 8  # per device
+    ddp_max_steps: int = 8  # steps of the one-device run (the N-device run scales them)
+    ddp_profile_epoch: int = 1  # the epoch whose steps are profiled
+
+    @property
+    def device(self) -> torch.device:
+        """The one device this run uses, decided by ``accelerator`` (checked by :func:`select_profile`)."""
+        return torch.device("cuda" if self.accelerator == "gpu" else "cpu")
+
+
+PROFILES: dict[str, Profile] = {
+    "smoke": Profile(
+        name="smoke", accelerator="cpu", num_images=48, image_size=64, batch_size=8,
+        max_steps=2, encoder="resnet18", num_workers=0, precision="32-true", lr=1e-3,
+        max_train_batches=2, max_valid_batches=1, bench_repeats=3, bench_steps=2,
+        finetune_steps=2, finetune_image_size=64, finetune_lr=1e-3, curve_folds=1,
+        finetune_keep_statistics=True, compile_model=False, fast_batch_size=8, fast_lr=1e-3,
+        warmup_steps=0, fast_max_steps=2,
+        val_every_n_epochs=1, ddp_devices=2, ddp_batch_size=8, ddp_max_steps=15,
+        ddp_profile_epoch=1,
+    ),
+    "cpu": Profile(
+        name="cpu", accelerator="cpu", num_images=400, image_size=96, batch_size=8,
+        max_steps=480, encoder="resnet18", num_workers=2, precision="32-true", lr=2e-3,
+        bench_repeats=3, bench_steps=5, finetune_steps=40, finetune_image_size=160,
+        # fine-tuning the shipped model at 160 px: lr 1e-4 kept its skill over 40 steps
+        # (held-out hard Dice 0.887, zero-shot 0.886), 2e-3 lost it (0.764)
+        finetune_lr=1e-4, curve_folds=1,
+        # kept BatchNorm statistics: held-out hard Dice 0.888 ± 0.011, relearned 0.838 ± 0.025
+        # (results/fine_tune_batchnorm_cpu.json)
+        finetune_keep_statistics=True,
+        compile_model=False, fast_batch_size=16, fast_lr=3e-3, warmup_steps=10,
+        fast_max_steps=30, val_every_n_epochs=1, ddp_devices=2, ddp_batch_size=8,
+        ddp_max_steps=80, ddp_profile_epoch=1,
+    ),
+    "gpu": Profile(
+        name="gpu", accelerator="gpu", num_images=1200, image_size=384, batch_size=32,
+        # lr 7e-4: the best final hard Dice of 5e-4, 7e-4, 1e-3 and 2e-3 over two seeds each
+        # on an H100 (lab/course_recipe_lr/course_recipe_lr_h100.json)
+        max_steps=1800, encoder="resnet34", num_workers=15, precision="bf16-mixed", lr=7e-4,
+        bench_repeats=3, bench_steps=20, finetune_steps=120, finetune_image_size=384,
+        finetune_lr=7e-4, curve_folds=3,
+        # relearned BatchNorm statistics: 0.934 ± 0.010, kept 0.926 ± 0.011 on an H100
+        # (results/fine_tune_batchnorm_h100.json)
+        finetune_keep_statistics=False,
+        compile_model=True, fast_batch_size=60, fast_lr=2e-3, warmup_steps=50,
+        fast_max_steps=1500, val_every_n_epochs=3, ddp_devices=2, ddp_batch_size=60,
+        # 07's schedule: 1000 steps ended at IoU 0.817 on one device and 800 at 0.831 on two
+        # (notebook 08 on two H200s, 2026-11-26, synthetic set of generator version 4)
+        ddp_max_steps=1500, ddp_profile_epoch=3,
+    ),
+}
+
+
+def gpu_available() -> bool:
+    """True when PyTorch sees a CUDA device."""
+    return torch.cuda.is_available()
+
+
+def default_profile_name() -> str:
+    """``NAILSEG_PROFILE`` if set, else ``gpu`` with a CUDA device and ``cpu`` without."""
+    name = os.environ.get("NAILSEG_PROFILE", "").strip()
+    if name:
+        return name
+    return "gpu" if gpu_available() else "cpu"
+
+
+def select_profile(name: str | None = None, **overrides) -> Profile:
+    """The profile called ``name`` (empty: :func:`default_profile_name`), with overrides.
+
+    Overrides whose value is ``None`` are ignored, so a ``parameters`` cell can list
+    every knob as ``None`` and let the profile decide.
+    """
+    name = (name or "").strip() or default_profile_name()
+    if name not in PROFILES:
+        raise ValueError(f"Unknown profile {name!r}: choose one of {sorted(PROFILES)} "
+                         "(set NAILSEG_PROFILE or the notebook's `profile` parameter).")
+    profile = PROFILES[name]
+    fields = {f.name for f in dataclasses.fields(Profile)}
+    unknown = set(overrides) - fields
+    if unknown:
+        raise ValueError(f"Unknown profile fields {sorted(unknown)}; known: {sorted(fields)}")
+    profile = dataclasses.replace(profile, **{k: v for k, v in overrides.items() if v is not None})
+    if profile.accelerator not in ("cpu", "gpu"):
+        raise ValueError(f"accelerator must be 'cpu' or 'gpu', not {profile.accelerator!r}.")
+    if profile.accelerator == "gpu" and not gpu_available():
+        raise RuntimeError(f"Profile {name!r} needs a CUDA GPU and none was found: "
+                           "use profile 'cpu' (or 'smoke'), or accelerator='cpu', on this machine.")
+    return profile

@@ -1,0 +1,163 @@
+"""The command line of ``python -m nailseg_common.train`` (notebook 08): its options, the
+run's profile, the problems caught before anything starts, and the header of its results.
+
+Every option that changes the run is an argument; what is not given comes from the profile
+(``--profile``, else ``NAILSEG_PROFILE``, else the hardware), as in the notebooks. The batch
+size is per device, the learning rate is used as given whatever the number of devices, and
+the run trains on whole epochs (the profiles' caps on batches per epoch are not applied).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import platform
+from datetime import UTC, datetime
+from pathlib import Path
+
+import torch
+
+from nailseg_common.pipelines.dali_pipeline import dali_available, dali_status
+from nailseg_common.setup.environment import device_description, library_versions
+from nailseg_common.setup.profiles import Profile, select_profile
+
+PIPELINES = ("dali",)
+KORNIA_UNDER_DDP = (
+    "notebook 03's cached Kornia pipeline reads whole batches through a BatchSampler, which "
+    "Lightning's DDP replaces with a DistributedSampler of single images (every batch would "
+    "hold one image): use --pipeline dali, which gives every rank its own shard")
+
+
+def argument_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m nailseg_common.train",
+        description="Train the course's U-Net on one or more devices of one machine (Lightning "
+                    "DDP, a DALI shard per rank) until a target IoU, or validate a checkpoint.")
+    add = parser.add_argument
+    add("--profile", default="", help="smoke, cpu or gpu (default: $NAILSEG_PROFILE, else "
+        "from the hardware)")
+    add("--data-root", default="", help="a real dataset (default: the synthetic set)")
+    add("--num-images", type=int, help="size of the synthetic set")
+    add("--image-size", type=int, help="side of the square images the model sees")
+    add("--encoder", help="smp encoder name")
+    add("--precision", help='Lightning precision, e.g. "bf16-mixed"')
+    add("--pipeline", default="dali", help="the input pipeline: dali (the one that shards by rank)")
+    add("--devices", type=int, default=1, help="processes, one per device: GPUs, or CPU "
+        "processes talking through gloo")
+    add("--accelerator", choices=("cpu", "gpu"), help="default: the profile's")
+    add("--batch-size", type=int, help="per device: a step trains on devices × batch images")
+    add("--lr", type=float, help="peak learning rate, used as given for any number of devices")
+    add("--warmup-steps", type=int, help="linear warm-up steps before the cosine decay "
+        "(default: the profile's)")
+    add("--max-steps", type=int, help="optimizer steps of the schedule and of the run")
+    add("--target-iou", type=float, default=0.85, help="stop at the first validation with "
+        "hard IoU at least this")
+    add("--val-every-n-epochs", type=int, help="validate every n epochs (default: the profile's)")
+    add("--compile", action=argparse.BooleanOptionalAction, help="torch.compile the U-Net; the "
+        "loss stays eager (default: the profile's compile_model)")
+    add("--bucket-cap-mb", type=float, help="DDP's gradient bucket size in MiB; a compiled "
+        "model's graph is split at bucket boundaries (default: PyTorch's, 25)")
+    add("--static-graph", action=argparse.BooleanOptionalAction, default=False, help="tell DDP "
+        "that every step uses the same parameters in the same order, so it can plan the "
+        "all-reduce once")
+    add("--gradient-as-bucket-view", action=argparse.BooleanOptionalAction, default=False,
+        help="let gradients be views into DDP's buckets (no copy into them after the "
+        "backward); CPU runs only: the fused AdamW of GPU runs refuses such gradients")
+    add("--ddp-on-one-device", action="store_true", help="wrap one device in DDP too: with "
+        "--devices 1, DDP's own cost per step without a second GPU")
+    add("--record-samples", action="store_true", help="record every training sample's file "
+        "and check that each epoch covers the training set once")
+    add("--profile-epoch", type=int, help="profile a few training steps of this epoch on rank 0 "
+        "(default: no profile)")
+    add("--validate", metavar="CKPT", help="validate this checkpoint instead of training")
+    add("--seed", type=int, default=42, help="model initialisation and augmentation")
+    add("--run-name", default="", help="logs and checkpoint go to runs/<profile>/<run name> "
+        "(default: ddp_<devices>)")
+    add("--out", default="", help="results as JSON, written by rank 0 (default: "
+        "<run folder>/result.json)")
+    return parser
+
+
+def run_profile(args: argparse.Namespace) -> Profile:
+    """The profile the arguments describe, with whole epochs (no cap on batches per epoch)."""
+    profile = select_profile(args.profile, num_images=args.num_images,
+                             image_size=args.image_size, encoder=args.encoder,
+                             precision=args.precision, accelerator=args.accelerator,
+                             batch_size=args.batch_size, lr=args.lr, max_steps=args.max_steps,
+                             warmup_steps=args.warmup_steps, compile_model=args.compile,
+                             val_every_n_epochs=args.val_every_n_epochs)
+    return dataclasses.replace(profile, max_train_batches=None, max_valid_batches=None)
+
+
+def argument_problem(args: argparse.Namespace, profile: Profile) -> str | None:
+    """What is wrong with the arguments, and how to fix it; None when nothing is."""
+    if args.pipeline == "kornia":
+        return f"--pipeline kornia: {KORNIA_UNDER_DDP}."
+    if args.pipeline not in PIPELINES:
+        return f"--pipeline {args.pipeline}: choose one of {', '.join(PIPELINES)}."
+    if not dali_available():
+        return dali_status()
+    if args.devices < 1:
+        return f"--devices {args.devices}: give 1 or more."
+    if args.gradient_as_bucket_view and profile.accelerator == "gpu":
+        return ("--gradient-as-bucket-view: a GPU run steps with AdamW's fused kernel, which "
+                "refuses gradients that are views into DDP's buckets (\"must have same dtype, "
+                "device, and layout\", on two H200s, 2026-11-24): leave it off on GPUs.")
+    gpus = torch.cuda.device_count()
+    if profile.accelerator == "gpu" and args.devices > gpus:
+        return (f"--devices {args.devices} but this machine shows {gpus} GPU(s): use "
+                f"--devices {gpus} or fewer (check CUDA_VISIBLE_DEVICES), or --accelerator cpu.")
+    if args.ddp_on_one_device and args.devices > 1:
+        return f"--ddp-on-one-device is for --devices 1; {args.devices} devices use DDP anyway."
+    if args.bucket_cap_mb is not None and args.bucket_cap_mb <= 0:
+        return f"--bucket-cap-mb {args.bucket_cap_mb}: give a size above 0 (PyTorch's is 25)."
+    if args.validate and (args.record_samples or args.profile_epoch is not None):
+        return ("--record-samples and --profile-epoch look at training batches: drop them "
+                "with --validate.")
+    if args.validate and not Path(args.validate).is_file():
+        return (f"--validate {args.validate}: no such checkpoint; train first (without "
+                "--validate) and pass the checkpoint path its results name.")
+    return None
+
+
+def ddp_options(args: argparse.Namespace) -> dict:
+    """The keyword arguments the arguments give ``DistributedDataParallel`` (through
+    Lightning's ``DDPStrategy``); PyTorch's defaults for what was not given."""
+    options = {"static_graph": args.static_graph,
+               "gradient_as_bucket_view": args.gradient_as_bucket_view}
+    if args.bucket_cap_mb is not None:
+        options["bucket_cap_mb"] = args.bucket_cap_mb
+    return options
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Profile]:
+    """The arguments and the run's profile (which holds warm-up, compile and validation
+    interval); a problem exits with a message naming the fix."""
+    parser = argument_parser()
+    args = parser.parse_args(argv)
+    try:
+        profile = run_profile(args)
+    except (ValueError, RuntimeError) as error:
+        parser.error(str(error))
+    problem = argument_problem(args, profile)
+    if problem:
+        parser.error(problem)
+    args.compile = profile.compile_model
+    args.run_name = args.run_name or f"ddp_{args.devices}"
+    return args, profile
+
+
+def device_names(profile: Profile, world_size: int) -> list[str]:
+    """The name of every device of the run (one machine)."""
+    if profile.accelerator == "gpu":
+        return [torch.cuda.get_device_name(index) for index in range(world_size)]
+    return [device_description()] * world_size
+
+
+def run_record(args: argparse.Namespace, profile: Profile, world_size: int) -> dict:
+    """What every results file starts with: when, on what, with which settings."""
+    return {"date": datetime.now(UTC).isoformat(timespec="seconds"),
+            "devices": device_names(profile, world_size),
+            "world_size": world_size, "python": platform.python_version(),
+            "versions": library_versions(),
+            "config": {**vars(args), "profile": dataclasses.asdict(profile)}}

@@ -1,0 +1,104 @@
+"""What a course run leaves in its CSV log, and how later notebooks read it back.
+
+``training.make_trainer`` gives every Trainer :func:`course_callbacks`: a checkpoint of
+the best ``val_dice``, :class:`EpochClock` (``epoch_s``: the wall time of each epoch,
+validation included), ``ProgressLines`` and a CSV logger; :func:`read_metrics` turns a run's
+``metrics.csv`` into one row per epoch (validation columns empty in epochs without a
+validation), :func:`steady_epoch_seconds` gives its typical epoch time, :func:`run_summary`
+its last scores and :func:`latest_run_metrics` finds the newest finished run of a name, so
+notebooks 03 and 04 can compare against notebook 02's logged run. ``nailseg_common.training.trainer``
+re-exports all five.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import pandas as pd
+import pytorch_lightning as pl
+from pytorch_lightning.callbacks import Callback, ModelCheckpoint
+from pytorch_lightning.loggers import CSVLogger
+
+from nailseg_common.setup.paths import runs_dir
+from nailseg_common.setup.profiles import Profile
+from nailseg_common.setup.progress import ProgressLines, quiet_lightning
+
+
+class EpochClock(Callback):
+    """Logs ``epoch_s``: the wall time of each training epoch, its validation included."""
+
+    def on_train_start(self, trainer, pl_module) -> None:  # also a run resumed mid-epoch
+        self._start = time.perf_counter()
+
+    def on_train_epoch_start(self, trainer, pl_module) -> None:
+        self._start = time.perf_counter()
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        pl_module.log("epoch_s", time.perf_counter() - self._start, on_epoch=True)
+
+
+def course_callbacks(profile: Profile, run_name: str,
+                     overrides: dict) -> tuple[list[Callback], CSVLogger]:
+    """The callbacks and the logger of a course Trainer; takes ``callbacks`` (added to the
+    course's own) and ``enable_progress_bar`` out of ``overrides``.
+
+    A checkpoint of the best ``val_dice``, full state so that a run can resume from it
+    (unless ``enable_checkpointing=False``), :class:`EpochClock`, about ten progress lines (unless
+    ``enable_progress_bar=False``) and a ``CSVLogger`` under
+    ``runs_dir()/profile.name/run_name`` that records the profile. Lightning's hardware
+    lines are silenced (the environment report names the device).
+    """
+    quiet_lightning()
+    callbacks = [EpochClock(), *overrides.pop("callbacks", [])]
+    if overrides.pop("enable_progress_bar", True):
+        callbacks.append(ProgressLines())
+    if overrides.get("enable_checkpointing", True):
+        callbacks.insert(0, ModelCheckpoint(monitor="val_dice", mode="max",
+                                            filename="best-{epoch}-{val_dice:.3f}"))
+    logger = CSVLogger(runs_dir() / profile.name, name=run_name)
+    logger.log_hyperparams({"profile": dataclasses.asdict(profile)})
+    return callbacks, logger
+
+
+def read_metrics(trainer_or_csv: pl.Trainer | str, by: str = "epoch") -> pd.DataFrame:
+    """Metrics per ``epoch`` (or per ``step``: the index) from a trainer's CSV log or a
+    ``metrics.csv`` path."""
+    if isinstance(trainer_or_csv, pl.Trainer):
+        logger = trainer_or_csv.logger
+        if not isinstance(logger, CSVLogger):
+            raise TypeError("read_metrics needs a trainer from make_trainer (a CSVLogger); "
+                            f"this one logs with {type(logger).__name__}.")
+        logger.save()
+        trainer_or_csv = logger.experiment.metrics_file_path
+    frame = pd.read_csv(trainer_or_csv)
+    other = {"epoch": "step", "step": "epoch"}[by]
+    return frame.groupby(by).max().drop(columns=other, errors="ignore")
+
+
+def steady_epoch_seconds(metrics: pd.DataFrame) -> float:
+    """Median wall time per epoch of a run's metrics, without the first epoch (starting
+    workers, warming caches) when there are several."""
+    seconds = metrics["epoch_s"].dropna()
+    return float((seconds.iloc[1:] if len(seconds) > 1 else seconds).median())
+
+
+def run_summary(metrics: pd.DataFrame) -> dict:
+    """A run's training epochs, its last validation Dice and IoU (a ``validate`` after the
+    fit included), and its :func:`steady_epoch_seconds`."""
+    validated = metrics.dropna(subset=["val_dice"])
+    return {"epochs": int(metrics["train_loss"].notna().sum()),
+            "val_dice": validated["val_dice"].iloc[-1], "val_iou": validated["val_iou"].iloc[-1],
+            "s / epoch": steady_epoch_seconds(metrics)}
+
+
+def latest_run_metrics(profile: Profile, run_name: str) -> tuple[pd.DataFrame, str] | None:
+    """The per-epoch metrics of the newest finished ``run_name`` run in ``profile``, with the
+    path of its log; ``None`` when there is none (the notebook that makes it was not run)."""
+    logs = sorted((runs_dir() / profile.name / run_name).glob("version_*/metrics.csv"),
+                  key=lambda path: path.stat().st_mtime)
+    for path in reversed(logs):
+        metrics = read_metrics(str(path))
+        if "val_dice" in metrics and metrics["val_dice"].notna().any():
+            return metrics, str(path)
+    return None

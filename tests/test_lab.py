@@ -1,0 +1,233 @@
+"""The lab's scripts run on a CPU in the smoke profile (`--profile smoke`): a change to the
+package code they call shows here, not first on a lent GPU."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from lab.fine_tune_batchnorm import fine_tune_batchnorm
+from lab.fine_tune_step import first_step_by_layout, profile_fine_tune
+from lab.kornia_pipeline_gap import kornia_pipeline_gap
+from lab.pipelines_by_workers import pipelines_by_workers
+from lab.time_to_accuracy_recipes import sweep_time_to_accuracy
+from lab.transfer_held_out_style import transfer_held_out_style
+from lab.where_iou_is_lost import where_iou_is_lost
+from nailseg_common.pipelines.kornia_pipeline import BatchSlices
+from nailseg_common.pipelines.policy import POLICY
+from nailseg_common.setup.paths import REPO_ROOT
+from nailseg_common.training.fast_training import grown
+from nailseg_common.training.finetune import SHIPPED_MODEL
+
+LAB = REPO_ROOT / "lab" / "time_to_accuracy_recipes"  # the recipe sweeps' committed runs
+
+
+@pytest.fixture(autouse=True)
+def own_folders(tmp_path, monkeypatch):
+    monkeypatch.setenv("NAILSEG_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("NAILSEG_RUNS_DIR", str(tmp_path / "runs"))
+
+
+def test_profile_fine_tune_times_whole_starts_both_ways(tmp_path):
+    out = tmp_path / "starts.json"
+    profile_fine_tune.main(["--profile", "smoke", "--photos", "10", "--starts", "1",
+                            "--steps", "2", "--encoders", "resnet18", "--out", str(out)])
+    runs = json.loads(out.read_text())["runs"]
+    assert set(runs["resnet18"]) == set(profile_fine_tune.DATAMODULES)
+    assert all(run[0]["steps"] == 2 and run[0]["seconds"] > 0 for run in runs["resnet18"].values())
+    assert runs["plain PyTorch loop"]["steps"] == 2
+
+
+def test_profile_fine_tune_times_the_notebooks_starts_with_and_without_cuda_graphs(tmp_path):
+    out = tmp_path / "graphs.json"
+    profile_fine_tune.main(["--profile", "smoke", "--photos", "10", "--starts", "1", "--steps",
+                            "2", "--encoders", "resnet18", "--cuda-graphs", "--out", str(out)])
+    runs = json.loads(out.read_text())["runs"]["resnet18"]
+    notebook = profile_fine_tune.NOTEBOOK_BATCHES
+    assert set(runs) == {f"{notebook}, CUDA graphs", notebook}
+    assert [run[0]["cuda_graphs"] for run in runs.values()] == [True, False]
+    assert all(run[0]["steps"] == 2 for run in runs.values())
+    profile_fine_tune.main(["--profile", "smoke", "--photos", "10", "--starts", "1", "--steps",
+                            "2", "--encoders", "resnet18", "--cuda-graphs", "--graphs-only",
+                            "--host-indices", "--out", str(out)])
+    runs = json.loads(out.read_text())["runs"]["resnet18"]
+    assert list(runs) == [f"{name}, CUDA graphs" for name in profile_fine_tune.DATAMODULES]
+
+
+def test_first_step_by_layout_times_the_first_steps_and_traces_the_first():
+    result = first_step_by_layout.main(["resnet18", "1", "--device", "cpu", "--size", "32",
+                                        "--steps", "7", "--trace"])
+    assert len(result["first_steps_s"]) == 3 and all(len(row) == 3 for row in result["first_steps_s"])
+    assert result["median_later_ms"] > 0 and result["channels_last"] is True
+    assert "aten::" in result["first_step_host_time"]
+
+
+def test_first_step_by_layout_changes_the_depthwise_layers_each_way():
+    for way in first_step_by_layout.WAYS:
+        result = first_step_by_layout.main(["mobilenet_v2", "1", "--device", "cpu", "--size",
+                                            "32", "--steps", "6", "--depthwise", way])
+        assert result["depthwise"] == way and result["depthwise_layers"] == 17
+
+
+def test_fine_tune_batchnorm_scores_both_ways_on_every_photo(tmp_path):
+    out = tmp_path / "batchnorm.json"
+    fine_tune_batchnorm.main(["--profile", "smoke", "--folds", "2", "--out", str(out)])
+    report = json.loads(out.read_text())
+    assert report["checkpoint"] == SHIPPED_MODEL.name
+    photos = report["zero_shot"]["photos"]
+    assert report["kept"]["photos"] == report["relearned"]["photos"] == photos > 0
+    difference = report["kept_minus_relearned"]
+    assert difference["dice"] == pytest.approx(report["kept"]["dice"] - report["relearned"]["dice"],
+                                               abs=2e-4)
+
+
+def test_transfer_held_out_style_scores_each_model_paired_on_the_same_photos(tmp_path):
+    out = tmp_path / "transfer.json"
+    model = f"{SHIPPED_MODEL}"
+    transfer_held_out_style.main(["--profile", "smoke", "--photos", "8", "--folds", "2",
+                                  "--model", f"before={model}", "--model", f"after={model}",
+                                  "--out", str(out)])
+    report = json.loads(out.read_text())
+    assert report["style"] == "salon" and report["photos"] == 8
+    for scores in report["models"].values():
+        assert scores["zero_shot"]["photos"] == scores["fine_tuned"]["photos"] == 8
+    assert report["random_start"]["fine_tuned"]["photos"] == 8
+    same = report["minus_before"]["after"]  # one model against itself: no difference
+    assert same["zero_shot"]["dice"] == same["fine_tuned"]["dice"] == 0.0
+
+
+def test_transfer_held_out_style_refuses_a_missing_model(tmp_path):
+    with pytest.raises(SystemExit, match="NAME=PATH"):
+        transfer_held_out_style.main(["--model", f"before={tmp_path / 'none.pt'}",
+                                      "--out", str(tmp_path / "out.json")])
+
+
+def test_notebook_06_draws_the_batches_it_drew_from_the_host_before():
+    """Its indices now move to the device once; the batches stay those of the sampler before."""
+    images = torch.arange(7, dtype=torch.uint8).view(7, 1, 1, 1).expand(7, 3, 2, 2).contiguous()
+    photos = BatchSlices(images, torch.zeros(7, 1, 2, 2, dtype=torch.uint8))
+    batches = {name: [batch["image"][:, 0, 0, 0].tolist() for batch in
+                      datamodule(photos, range(5), range(5, 7), 3, 6, seed=4).train_dataloader()]
+               for name, datamodule in profile_fine_tune.DATAMODULES.items()}
+    notebook, host = batches.values()
+    assert len(notebook) == 6 and notebook == host
+
+
+def test_pipelines_by_workers_measures_every_pipeline_against_the_bound_of_the_same_run(tmp_path):
+    out = tmp_path / "pipelines.json"
+    results = pipelines_by_workers.main(["--profile", "smoke", "--workers", "0,1", "--windows", "1",
+                                         "--out", str(out)])
+    assert json.loads(out.read_text()) == results
+    rows = results["pipelines"]
+    assert {"albumentations_w0", "albumentations_w1", "kornia"} <= set(rows)
+    assert all(row["ratio to bound"] == row["train img/s"] / results["bound"]["img_s"] for row in rows.values())
+    assert rows["albumentations_w1"]["loader img/s"] > 0 and "loader img/s" not in rows["kornia"]
+
+
+def albumentations_row(workers, ratio, loader):
+    return {"family": "albumentations", "workers": workers, "ratio to bound": ratio, "loader img/s": loader}
+
+
+def test_workers_to_reach_reads_the_curve_and_extrapolates_only_the_loader():
+    rows = {"a2": albumentations_row(2, 0.5, 200.0), "a4": albumentations_row(4, 0.92, 400.0),
+            "k": {"family": "kornia", "workers": 2, "ratio to bound": 0.95}}
+    assert pipelines_by_workers.workers_to_reach(rows, 1000.0, 0.9) == {
+        "ratio": 0.9, "measured": 4, "extrapolated_from_loader": 9.0}
+    below = pipelines_by_workers.workers_to_reach({"a2": albumentations_row(2, 0.5, 200.0)}, 1000.0, 0.9)
+    assert below["measured"] is None and below["extrapolated_from_loader"] == 9.0
+
+
+def square(size=12, side=4, at=4):
+    mask = torch.zeros(1, 1, size, size)
+    mask[..., at:at + side, at:at + side] = 1.0
+    return mask
+
+
+def test_error_split_corrects_the_outline_and_the_objects_separately():
+    label = square()
+    predicted = grown(label, 1)  # an outline one pixel off ...
+    predicted[..., 0, 11] = 1.0  # ... and a false nail far from it
+    split = {key: value.item() for key, value in where_iou_is_lost.error_split(predicted, label, 2).items()}
+    assert split["iou"] == pytest.approx(16 / 37)
+    assert split["iou_outline_fixed"] == pytest.approx(16 / 17)  # the false nail is left
+    assert split["iou_objects_fixed"] == pytest.approx(16 / 36)  # the outline is left
+    assert split["outline_error_share"] == pytest.approx(20 / 21)
+
+
+def test_where_iou_is_lost_scores_every_validation_image_by_type_and_size(tmp_path):
+    out, predictions = tmp_path / "lost.json", tmp_path / "predictions.npz"
+    results = where_iou_is_lost.main(["--profile", "smoke", "--out", str(out),
+                                      "--predictions", str(predictions)])
+    assert json.loads(out.read_text()) == json.loads(json.dumps(results))
+    for name in ("plain", "flip_averaged"):
+        scores = results[name]
+        assert scores["iou_outline_fixed"] >= scores["iou"] and scores["iou_objects_fixed"] >= scores["iou"]
+        assert sum(group["images"] for group in scores["by_type"].values()) == \
+            sum(group["images"] for group in scores["by_size"].values()) > 0
+    assert results["steps"] == 2 and results["history"]
+    saved = np.load(predictions)
+    assert np.unpackbits(saved["plain"]).size >= np.prod(saved["shape"])
+
+
+def test_committed_bilinear_gain_follows_from_its_runs():
+    results = json.loads((LAB / "time_to_accuracy_bilinear_h100.json").read_text())
+    best = {(run["name"], run["seed"]): run["best_iou"] for run in results["runs"]}
+    summary = results["summary"]["paired_gain_bilinear_both_over_base384"]
+    gains = [best["bilinear_both", seed] - best["base384", seed] for seed in summary["seeds"]]
+    assert summary["gains"] == pytest.approx(gains, abs=1e-4)
+    assert summary["mean"] == pytest.approx(np.mean(gains), abs=1e-4)
+    assert summary["standard_error"] == pytest.approx(np.std(gains, ddof=1) / np.sqrt(len(gains)), abs=1e-4)
+    assert results["summary"]["reached_iou_085"] == sum(run["reached_iou_085"] for run in results["runs"])
+
+
+def test_where_iou_is_lost_rescores_saved_predictions_against_the_cache(tmp_path):
+    predictions = tmp_path / "predictions.npz"
+    trained = where_iou_is_lost.main(["--profile", "smoke", "--out", str(tmp_path / "a.json"),
+                                      "--predictions", str(predictions)])
+    again = where_iou_is_lost.main(["--rescore", str(predictions), "--num-images", "48",
+                                    "--out", str(tmp_path / "b.json")])
+    for name in ("plain", "flip_averaged"):
+        assert again[name]["iou"] == pytest.approx(trained[name]["iou"])
+        for kind, group in trained[name]["by_type"].items():
+            assert again[name]["by_type"][kind] == pytest.approx(group)
+
+
+def test_kornia_pipeline_gap_measures_every_variant_against_the_bound_of_the_same_run(tmp_path):
+    out = tmp_path / "gap.json"
+    results = kornia_pipeline_gap.main(["--profile", "smoke", "--windows", "1", "--out", str(out)])
+    assert json.loads(out.read_text()) == results
+    rows = results["pipelines"]
+    assert next(iter(rows)) == "bound" and rows["bound"]["ratio_to_bound"] == 1.0
+    assert {"cache (pinned, workers) + policy", "cache on the GPU + compiled policy"} <= set(rows)
+    assert all(row["ratio_to_bound"] == row["img_s"] / rows["bound"]["img_s"] for row in rows.values())
+    assert all(ms > 0 for ms in results["policy_alone_ms_per_batch"].values())
+    assert set(results["each_op_alone_ms_per_batch"]) == set(POLICY)
+
+
+def test_sweep_trains_on_shrunk_batches_until_side_until_and_validates_at_full_size(monkeypatch, tmp_path):
+    seen = []
+    forward = sweep_time_to_accuracy.Recipe.forward
+
+    def recording(self, image):
+        seen.append((self.training, self.trainer.global_step, image.shape[-1]))
+        return forward(self, image)
+
+    monkeypatch.setattr(sweep_time_to_accuracy.Recipe, "forward", recording)
+    sweep_time_to_accuracy.main(["--profile", "smoke", "--configs", "test_side", "--out", str(tmp_path / "s.jsonl")])
+    side, until = (sweep_time_to_accuracy.CONFIGS["test_side"][key] for key in ("side", "side_until"))
+    full = {size for training, _, size in seen if not training}
+    assert len(full) == 1 and side < min(full)
+    assert [size for training, step, size in seen if training] == [
+        side if step < until else min(full) for training, step, _ in seen if training]
+    assert {step for training, step, _ in seen if training} == set(range(4))
+
+
+def test_committed_progressive_resizing_summary_follows_from_its_runs():
+    results = json.loads((LAB / "time_to_accuracy_progressive_h100.json").read_text())
+    for run in results["runs"]:
+        row = results["summary"][f"{run['name']} seed {run['seed']}"]
+        curve = list(run["val_iou_by_step"].values())
+        assert row["final_iou"] == curve[-1] and row["steps"] == int(list(run["val_iou_by_step"])[-1])
+        assert row["best_iou"] is None or row["best_iou"] == pytest.approx(max(curve), abs=1e-4)
+        assert not run["reached_iou_085"] and max(curve) < 0.85
