@@ -106,6 +106,14 @@ def sorted_imports(statements: list[str], line_length: int = 100) -> str:
     return "\n\n".join(blocks)
 
 
+def notebook_title(notebook: nbformat.NotebookNode) -> str:
+    """The text of the first markdown cell's ``# `` heading."""
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown" and cell.source.startswith("# "):
+            return cell.source.splitlines()[0][2:].strip()
+    raise ExportError("the notebook has no '# Title' heading in a markdown cell")
+
+
 def parse_directive(line: str, where: str) -> tuple[str, str]:
     """The module and the description (empty when not given) of an ``#| export`` line."""
     name, colon, description = line[len(DIRECTIVE):].partition(":")
