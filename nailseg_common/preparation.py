@@ -24,7 +24,8 @@ A type folder named ``None`` or ``NA`` stays that text in the CSVs and in :func:
 
 Every error, the data folder's too (read-only, a file, a full disk), is a
 :class:`~nailseg_common.images.DataError` naming the file or folder and the fix; the
-command line prints it alone, as ``error: ...``, and exits with status 1.
+command line prints it alone, as ``error: ...``, and exits with status 1 (as after Ctrl-C,
+with one line saying it stopped).
 
 Command line (``make data``)::
 
@@ -82,6 +83,8 @@ MAX_NAIL_SHARE = 0.5
 NAIL_SHARE_FACTOR = 3
 """A mask more than :data:`MAX_NAIL_SHARE` nail and over this many times the set's median
 nail share is refused: an inverted mask, far outside the set's own."""
+STOPPED = ("stopped (Ctrl-C): nothing half-written was kept (the prepared folder is as it "
+           "was); run the same command again to finish.")
 LAYOUT_HELP = ("Put the real dataset there as Images/<type>/<name>.png|.jpg with masks of the "
                "same names in Masks/<type>/ (types 1..4), or all files directly in Images/ "
                "and Masks/ (one type), or leave data_root and "
@@ -126,12 +129,9 @@ def _key(name: str) -> str:
 
 
 def _entries(folder: Path, raw: Path) -> list[Path]:
-    """The visible entries of ``folder``, sorted; broken links and unreadable folders raise."""
-    try:
-        entries = sorted(e for e in folder.iterdir() if not e.name.startswith("."))
-    except PermissionError:
-        raise DataError(f"Cannot list {folder}: permission denied. Give your user read access "
-                        f"to the dataset (chmod -R u+rX {raw}).") from None
+    """The visible entries of ``folder``, sorted; broken links raise (unreadable folders
+    raise ``PermissionError``, which :func:`find_pairs` names)."""
+    entries = sorted(e for e in folder.iterdir() if not e.name.startswith("."))
     garbled = [_shown(e.relative_to(raw)) for e in entries if not _is_utf8(e)]
     if garbled:
         raise DataError(f"{len(garbled)} name(s) in {_shown(raw)} are not UTF-8 (as unzip writes "
@@ -215,10 +215,19 @@ def find_pairs(raw: str | os.PathLike) -> list[Pair]:
     the root), names that are not UTF-8, two folders differing only in
     case (``images`` and ``Images``), files and sub-folders mixed in ``Images`` or ``Masks``
     (or one flat, the other not), unsupported files, broken links, type folders named like
-    a split, folders inside type folders, and images without a mask or masks without an
-    image (all of them listed).
+    a split, folders inside type folders, folders that cannot be listed or entered, and
+    images without a mask or masks without an image (all of them listed).
     """
     raw = Path(raw)
+    try:
+        return _find_pairs(raw)
+    except PermissionError as error:  # a folder without read (list) or execute (enter) rights
+        raise DataError(f"Cannot read {_shown(Path(error.filename or raw))}: permission denied. "
+                        f"Give your user read access to the dataset (chmod -R u+rX "
+                        f"{_shown(raw)}).") from None
+
+
+def _find_pairs(raw: Path) -> list[Pair]:
     if not _is_utf8(raw):
         raise DataError(f"Data root {_shown(raw)} has a name that is not UTF-8: rename it "
                         "(e.g. with convmv -f cp437 -t utf-8 --notest).")
@@ -570,6 +579,8 @@ def main(argv: list[str] | None = None) -> None:
         location = ensure_prepared(select_profile(args.profile), args.data_root, seed=args.seed)
     except DataError as error:
         raise SystemExit(f"error: {error}") from None
+    except KeyboardInterrupt:
+        raise SystemExit(STOPPED) from None
     print(summary(location))
 
 

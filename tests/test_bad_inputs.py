@@ -7,6 +7,8 @@ the fix, with nothing half-written left and a run after the fix working as it is
 import errno
 import os
 import re
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -15,6 +17,7 @@ import pytest
 from PIL import Image
 from test_preparation import _image, _leftovers, _mask, write_pair
 
+from nailseg_common import profiles
 from nailseg_common.images import DataError
 from nailseg_common.paths import DataLocation
 from nailseg_common.preparation import (
@@ -254,3 +257,55 @@ def test_a_full_disk_leaves_nothing_behind_and_a_second_run_works(dataset, tmp_p
     monkeypatch.undo()
     _prepare(dataset, tmp_path)
     assert (prepared / "npy" / "masks" / "1" / "added.npy").is_file()
+
+
+# --- what a user can type: one line, no traceback --------------------------------------------
+
+def _command_line(*args, env=None):
+    """``python -m nailseg_common.preparation ARGS`` in a fresh process: (exit status, stderr)."""
+    done = subprocess.run([sys.executable, "-m", "nailseg_common.preparation", *args],
+                          capture_output=True, text=True, env={**os.environ, **(env or {})},
+                          cwd=Path(__file__).resolve().parents[1])
+    return done.returncode, done.stderr
+
+
+def test_an_unknown_profile_or_a_gpu_profile_without_a_gpu_is_one_line(tmp_path, monkeypatch):
+    code, err = _command_line("--profile", "laptop", env={"NAILSEG_DATA_DIR": str(tmp_path)})
+    assert code == 1 and err.startswith("error: Unknown profile 'laptop'") and err.count("\n") == 1
+    monkeypatch.setenv("NAILSEG_PROFILE", "gpu")
+    monkeypatch.setattr(profiles, "gpu_available", lambda: False)
+    with pytest.raises(SystemExit, match=r"^error: Profile 'gpu' needs a CUDA GPU.*profile 'cpu'"):
+        main([])
+
+
+def test_ctrl_c_during_preparation_is_one_line_and_keeps_nothing(dataset, tmp_path, monkeypatch):
+    monkeypatch.setenv("NAILSEG_DATA_DIR", str(tmp_path / "data"))
+    save = np.save
+
+    def interrupted(path, *args, **kwargs):
+        save(path, *args, **kwargs)
+        raise KeyboardInterrupt
+    monkeypatch.setattr(np, "save", interrupted)
+    with pytest.raises(SystemExit, match=r"^stopped \(Ctrl-C\): nothing half-written was kept"):
+        main(["--profile", "smoke", "--data-root", str(dataset)])
+    assert not any((tmp_path / "data").rglob("*.npy"))
+
+
+def _denied(monkeypatch, folder, method):
+    """``Path.<method>`` fails inside ``folder`` as it does without read (``iterdir``) or
+    execute (``is_symlink``, ``is_dir``: a stat) permission; root ignores permissions."""
+    real = getattr(Path, method)
+
+    def refuse(self, *args, **kwargs):
+        if self == folder or folder in self.parents:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self, *args, **kwargs)
+    monkeypatch.setattr(Path, method, refuse)
+
+
+@pytest.mark.parametrize("method", ["iterdir", "is_symlink", "is_dir"])
+def test_a_dataset_folder_that_cannot_be_read_is_named(dataset, tmp_path, monkeypatch, method):
+    folder = dataset / "Masks" / "2"
+    _denied(monkeypatch, folder, method)
+    message = _refused(dataset, tmp_path, "permission denied")
+    assert str(folder) in message and f"chmod -R u+rX {dataset}" in message
