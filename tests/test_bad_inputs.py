@@ -264,7 +264,8 @@ def test_a_full_disk_leaves_nothing_behind_and_a_second_run_works(dataset, tmp_p
 def _command_line(*args, env=None):
     """``python -m nailseg_common.preparation ARGS`` in a fresh process: (exit status, stderr)."""
     done = subprocess.run([sys.executable, "-m", "nailseg_common.preparation", *args],
-                          capture_output=True, text=True, env={**os.environ, **(env or {})},
+                          capture_output=True, text=True, check=False,
+                          env={**os.environ, **(env or {})},
                           cwd=Path(__file__).resolve().parents[1])
     return done.returncode, done.stderr
 
