@@ -83,6 +83,11 @@ MAX_NAIL_SHARE = 0.5
 NAIL_SHARE_FACTOR = 3
 """A mask more than :data:`MAX_NAIL_SHARE` nail and over this many times the set's median
 nail share is refused: an inverted mask, far outside the set's own."""
+INVERTED_BORDER = 0.9
+"""A mask more than :data:`MAX_NAIL_SHARE` nail whose border is at least this share nail looks
+inverted (nails lie inside a photo; the background runs along its edges); a set with more than
+:data:`MAX_EMPTY_SHARE` of such masks is refused as inverted. Large nails of close-ups leave
+background along part of the border, and pass."""
 STOPPED = ("stopped (Ctrl-C): nothing half-written was kept (the prepared folder is as it "
            "was); run the same command again to finish.")
 LAYOUT_HELP = ("Put the real dataset there as Images/<type>/<name>.png|.jpg with masks of the "
@@ -311,10 +316,12 @@ def _orientations(turns: tuple[int, int]) -> str:
 
 
 class Converted(NamedTuple):
-    """One pair written as npy: its CSV row, nail share, void pixels and EXIF turns."""
+    """One pair written as npy: its CSV row, nail share (of all pixels and of the border
+    pixels), void pixels and EXIF turns."""
 
     row: dict
     share: float
+    border: float
     void_pixels: int
     turns: tuple[int, int]
 
@@ -341,7 +348,8 @@ def _convert_pair(pair: Pair, raw: Path, staging: Path) -> Converted | str:
     row = {"image": pair.image.relative_to(raw).as_posix(),
            "mask": pair.mask.relative_to(raw).as_posix(), "type": pair.type,
            "npy_image": npy_image.as_posix(), "npy_mask": npy_mask.as_posix()}
-    return Converted(row, float(mask.mean()), void_pixels, turns)
+    border = np.concatenate([mask[0], mask[-1], mask[:, 0], mask[:, -1]])
+    return Converted(row, float(mask.mean()), float(border.mean()), void_pixels, turns)
 
 
 def _convert(pairs: list[Pair], raw: Path, staging: Path,
@@ -351,9 +359,10 @@ def _convert(pairs: list[Pair], raw: Path, staging: Path,
 
     Returns the CSV rows and the masks without any nail pixel (relative paths). Warns
     about pairs whose EXIF orientations differ and masks with void pixels; refuses masks
-    whose nail share is far above the set's (:data:`NAIL_SHARE_FACTOR`).
+    whose nail share is far above the set's (:data:`NAIL_SHARE_FACTOR`), and a set whose
+    masks mostly look inverted (:data:`INVERTED_BORDER`).
     """
-    rows, problems, empty, void, one_sided, shares = [], [], [], [], [], {}
+    rows, problems, empty, void, one_sided, shares, framed = [], [], [], [], [], {}, []
     with ThreadPoolExecutor(usable_cores()) as pool:
         converted = pool.map(lambda pair: _convert_pair(pair, raw, staging), pairs)
         for pair, done in zip(pairs, progress_bar(converted, "Converting to npy", len(pairs),
@@ -365,6 +374,8 @@ def _convert(pairs: list[Pair], raw: Path, staging: Path,
             if done.turns[0] != done.turns[1]:
                 one_sided.append(f"{pair.image} and {pair.mask} ({_orientations(done.turns)})")
             shares[relative_mask] = done.share
+            if done.share > MAX_NAIL_SHARE and done.border >= INVERTED_BORDER:
+                framed.append(f"{relative_mask} ({done.share:.0%} nail)")
             if done.share == 0:
                 empty.append(relative_mask)
             if done.void_pixels:
@@ -376,6 +387,14 @@ def _convert(pairs: list[Pair], raw: Path, staging: Path,
                         "JPEG, a nail in a channel the course does not read) than photos "
                         "without nails. Re-export them as PNG, nail 255 on 0:" + _listing(empty))
     typical = float(np.median(list(shares.values()))) if shares else 0.0
+    if len(framed) > MAX_EMPTY_SHARE * len(pairs):
+        masks = Path(os.path.commonpath([pair.mask.parent for pair in pairs]))
+        files = masks / ("*" if all(pair.mask.parent == masks for pair in pairs) else "*/*")
+        problems.append(f"{len(framed)} of {len(pairs)} masks in {masks} are mostly nail "
+                        f"({typical:.0%} median) with nail along nearly all of their border, "
+                        "where photos show background: the set looks inverted (nail dark on a "
+                        "light background). Invert every mask (nail 255 on 0), e.g. with "
+                        f"ImageMagick: mogrify -negate {files}.png:" + _listing(framed))
     inverted = [f"{name} ({share:.0%} nail)" for name, share in shares.items()
                 if share > max(MAX_NAIL_SHARE, NAIL_SHARE_FACTOR * typical)]
     if inverted:

@@ -310,3 +310,22 @@ def test_a_dataset_folder_that_cannot_be_read_is_named(dataset, tmp_path, monkey
     _denied(monkeypatch, folder, method)
     message = _refused(dataset, tmp_path, "permission denied")
     assert str(folder) in message and f"chmod -R u+rX {dataset}" in message
+
+
+def test_a_set_whose_masks_are_all_inverted_is_refused_by_folder(tmp_path):
+    root = tmp_path / "raw"
+    for i in range(6):
+        write_pair(root, 1, f"img{i}", mask=Image.fromarray(255 - np.asarray(_mask(i))))
+    message = _refused(root, tmp_path, r"6 of 6 masks in .*Masks/1 are mostly nail \(83% median\)")
+    assert "the set looks inverted" in message and f"mogrify -negate {root}/Masks/1/*.png" in message
+
+
+def test_a_set_of_large_nails_is_prepared(tmp_path):
+    """Close-ups: nails cover most of each photo, with background along part of the border."""
+    root = tmp_path / "raw"
+    for i in range(6):
+        pixels = np.zeros((10, 12), np.uint8)
+        pixels[i % 2:, 2:11] = 255  # 75 % or 68 % nail, crossing two or three edges
+        write_pair(root, 1, f"img{i}", mask=Image.fromarray(pixels))
+    _prepare(root, tmp_path)
+    assert _npy_mask(tmp_path, 1, "img1").mean() > 0.6
