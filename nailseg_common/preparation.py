@@ -310,6 +310,18 @@ def _damage(prepared: Path, settings: dict) -> list[str] | None:
     return verify_records(prepared, files)
 
 
+TRANSPOSING = (5, 6, 7, 8)
+"""EXIF orientations that swap width and height."""
+
+
+def _ambiguous(turns: tuple[int, int], shape: tuple[int, ...]) -> bool:
+    """Whether a pair of these EXIF ``turns`` and this turned ``shape`` may be misaligned:
+    the tags differ and the stored files have the same size (so the turn is not what made
+    them match; a mask saved at its photo's displayed size is aligned)."""
+    stored_differ = (turns[0] in TRANSPOSING) != (turns[1] in TRANSPOSING) and shape[0] != shape[1]
+    return turns[0] != turns[1] and not stored_differ
+
+
 def _orientations(turns: tuple[int, int]) -> str:
     return " and ".join(f"{what} {t if t != 1 else 'none'}" for what, t in zip(("image", "mask"),
                                                                               turns))
@@ -317,13 +329,14 @@ def _orientations(turns: tuple[int, int]) -> str:
 
 class Converted(NamedTuple):
     """One pair written as npy: its CSV row, nail share (of all pixels and of the border
-    pixels), void pixels and EXIF turns."""
+    pixels), void pixels, EXIF turns and whether they may leave the pair misaligned."""
 
     row: dict
     share: float
     border: float
     void_pixels: int
     turns: tuple[int, int]
+    exif_doubt: bool
 
 
 def _convert_pair(pair: Pair, raw: Path, staging: Path) -> Converted | str:
@@ -349,7 +362,8 @@ def _convert_pair(pair: Pair, raw: Path, staging: Path) -> Converted | str:
            "mask": pair.mask.relative_to(raw).as_posix(), "type": pair.type,
            "npy_image": npy_image.as_posix(), "npy_mask": npy_mask.as_posix()}
     border = np.concatenate([mask[0], mask[-1], mask[:, 0], mask[:, -1]])
-    return Converted(row, float(mask.mean()), float(border.mean()), void_pixels, turns)
+    return Converted(row, float(mask.mean()), float(border.mean()), void_pixels, turns,
+                     _ambiguous(turns, mask.shape))
 
 
 def _convert(pairs: list[Pair], raw: Path, staging: Path,
@@ -371,7 +385,7 @@ def _convert(pairs: list[Pair], raw: Path, staging: Path,
                 problems.append(done)
                 continue
             relative_mask = done.row["mask"]
-            if done.turns[0] != done.turns[1]:
+            if done.exif_doubt:
                 one_sided.append(f"{pair.image} and {pair.mask} ({_orientations(done.turns)})")
             shares[relative_mask] = done.share
             if done.share > MAX_NAIL_SHARE and done.border >= INVERTED_BORDER:
