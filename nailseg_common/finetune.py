@@ -26,7 +26,7 @@ from nailseg_common.hub import cache_only_when_offline
 from nailseg_common.metrics import per_image_dice, per_image_iou
 from nailseg_common.models import LitNailSegmentation
 from nailseg_common.paths import DataLocation, runs_dir
-from nailseg_common.preparation import read_split
+from nailseg_common.preparation import DataError, read_split
 from nailseg_common.profiles import Profile
 from nailseg_common.training import make_trainer, read_metrics
 
@@ -128,7 +128,8 @@ def k_folds(count: int, folds: int, seed: int = 0) -> list[tuple[np.ndarray, np.
     """``(training, held_out)`` photo indices of each fold: every photo held out once;
     ``training`` stays shuffled, so its first ``n`` photos are a random ``n``."""
     if not 2 <= folds <= count:
-        raise ValueError(f"folds={folds}: choose between 2 and the number of photos ({count}).")
+        raise DataError(f"folds={folds} for {count} photos: choose folds from 2 to {count} (a "
+                        "fold holds out one photo at least; with fewer than 2 photos, add some).")
     order = np.random.default_rng(seed).permutation(count)
     held_out = [order[fold::folds] for fold in range(folds)]
     return [(order[~np.isin(order, held)], np.sort(held)) for held in held_out]

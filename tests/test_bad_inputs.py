@@ -329,3 +329,15 @@ def test_a_set_of_large_nails_is_prepared(tmp_path):
         write_pair(root, 1, f"img{i}", mask=Image.fromarray(pixels))
     _prepare(root, tmp_path)
     assert _npy_mask(tmp_path, 1, "img1").mean() > 0.6
+
+
+def test_notebook_06_lowers_its_folds_to_the_photos_and_refuses_fewer_than_two():
+    from nailseg_common.finetune import k_folds
+
+    cell = (Path(__file__).resolve().parents[1] / "notebooks" / "06_your_own_photos.py").read_text()
+    assert "fold_sets = k_folds(len(frame), min(folds, len(frame)))" in cell
+    for photos in (2, 3):  # folds=5 on 2 or 3 photos: one photo held out per fold
+        assert [len(held) for _, held in k_folds(photos, min(5, photos))] == [1] * photos
+    for photos, folds in ((1, 1), (4, 1)):
+        with pytest.raises(DataError, match=f"folds={folds} for {photos} photos: choose folds "):
+            k_folds(photos, folds)
