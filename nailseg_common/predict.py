@@ -10,16 +10,23 @@ photo's size and thresholded at 0.5.
 
 The model is ``--checkpoint``, else :func:`default_checkpoint`; it sees photos at
 ``--image-size``, else at the side it was trained at (:func:`trained_image_size`), else
-at the profile's ``image_size``. Hidden files and folders (as in preparation) and OUT, when
-it lies inside IMAGES, are not read. Each file is written under
-a temporary hidden name and renamed into place, so an interrupted run leaves no half-written
-file.
+at the profile's ``image_size``.
+
+No input is ever overwritten, and no output read back: OUT must be new, empty, or a folder
+an earlier run wrote (it holds the hidden :data:`MARKER`, written before the first output);
+folders holding the marker, and OUT, are not read when they lie inside IMAGES. Links to
+folders are followed (each folder read once). Hidden files and folders (as in preparation)
+are not read; every other file that is not read is named at the end, with the fix. Each file
+is written under a temporary hidden name and renamed into place, so an interrupted run
+(Ctrl-C: one line saying it stopped) leaves no half-written file.
 
 Exit status: 2, with one line naming the path and the fix, when the run cannot start (IMAGES
-missing or without photos, no checkpoint or not one of the course's, OUT not writable...).
-A photo that cannot be read is skipped with a warning and the others are written (one bad
-file in a phone's dump should not cost the rest of the run); the skipped photos are listed
-at the end and the exit status is 1. Otherwise 0.
+missing or without photos, no checkpoint or not one of the course's, an OUT that holds other
+files or cannot be written, a wrong profile...). A photo that cannot be read is skipped with
+a warning and the others are written (one bad file in a phone's dump should not cost the
+rest of the run); skipped photos, photos in other formats (HEIC, WebP, GIF...) and folders
+that cannot be read are listed at the end and the exit status is 1. 130 after Ctrl-C.
+Otherwise 0 (files that are not photos, such as notes, are named but are no failure).
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import os
 import pickle
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -52,6 +60,16 @@ from nailseg_common.training.finetune import (
 from nailseg_common.training.unet import LitNailSegmentation
 
 MASK_SUFFIX, OVERLAY_SUFFIX = ".png", "_overlay.jpg"
+MARKER = ".nailseg-predict"
+"""The hidden file that marks OUT as this command's: it may be written again, never read."""
+OTHER_PHOTOS = (".heic", ".heif", ".webp", ".gif", ".bmp", ".tif", ".tiff", ".avif", ".dng")
+"""Photo formats that are not read (JPEG and PNG only): their files are a failure (exit 1)."""
+CONVERT_HELP = ("convert them to JPEG or PNG and run again (a phone's HEIC: e.g. heif-convert "
+                "IN.heic OUT.jpg, ImageMagick mogrify -format jpg *.heic, or on macOS sips -s "
+                "format jpeg; or set the camera to save JPEG, 'Most Compatible' on an iPhone)")
+MAX_NAMED = 5
+STOPPED = ("stopped (Ctrl-C): each mask and overlay written so far is whole, none "
+           "half-written; run the same command again to write them all.")
 TINT, OPACITY = (255, 0, 0), 0.45
 """The overlay's colour of nail pixels, and how much of it covers the photo there."""
 
@@ -135,15 +153,77 @@ def save_atomically(image: Image.Image, path: Path, file_format: str, **options)
         staging.unlink(missing_ok=True)
 
 
-def find_photos(images: Path, out: Path) -> list[Path]:
-    """``images`` when it is a photo, else the photos under it, sorted: files whose suffix is
-    one of ``IMAGE_SUFFIXES`` in any case, hidden files and folders and ``out`` left out."""
+class Found(NamedTuple):
+    """What :func:`find_photos` found under IMAGES, each list sorted."""
+
+    photos: list[Path]  # JPEG and PNG files: read
+    others: list[Path]  # other files: not read
+    hidden: list[Path]  # hidden files and folders: not read
+    outputs: list[Path]  # folders of earlier runs (they hold MARKER), OUT aside: not read
+    unreadable: list[Path]  # folders that cannot be listed
+
+
+def find_photos(images: Path, out: Path) -> Found:
+    """``images`` when it is a file, else everything under it, links to folders followed
+    (each folder once); photos are files whose suffix is one of ``IMAGE_SUFFIXES`` in any
+    case. ``out`` and folders holding :data:`MARKER` are not entered."""
+    found = Found([], [], [], [], [])
     if images.is_file():
-        return [images] if images.suffix.lower() in IMAGE_SUFFIXES else []
-    return sorted(path for path in images.rglob("*")
-                  if path.suffix.lower() in IMAGE_SUFFIXES and path.is_file()
-                  and not path.is_relative_to(out)
-                  and not any(part.startswith(".") for part in path.relative_to(images).parts))
+        (found.photos if images.suffix.lower() in IMAGE_SUFFIXES else found.others).append(images)
+        return found
+    seen = set()
+    walk = os.walk(images, followlinks=True,
+                   onerror=lambda error: found.unreadable.append(Path(error.filename)))
+    for here, folders, names in walk:
+        here, real = Path(here), Path(here).resolve()
+        if real in seen or (here != images and (real == out or MARKER in names)):
+            if real != out and real not in seen:
+                found.outputs.append(here)
+            folders[:] = []
+            continue
+        seen.add(real)
+        found.hidden.extend(here / name for name in folders + names if name.startswith("."))
+        folders[:] = [name for name in folders if not name.startswith(".")]
+        for path in (here / name for name in names if not name.startswith(".")):
+            (found.photos if path.suffix.lower() in IMAGE_SUFFIXES else found.others).append(path)
+    return Found(*map(sorted, found))
+
+
+def named(paths: list[Path], root: Path) -> str:
+    """The first :data:`MAX_NAMED` of ``paths`` relative to ``root``, and how many more."""
+    shown = ", ".join(str(path.relative_to(root)) for path in paths[:MAX_NAMED])
+    return shown + (f" and {len(paths) - MAX_NAMED} more" if len(paths) > MAX_NAMED else "")
+
+
+def check_out(out: Path, shown: str, targets: list[Path], photos: list[Path]) -> None:
+    """DataError unless ``out`` (``shown`` as typed) is new, empty or an earlier run's (it holds
+    :data:`MARKER`), and no ``target`` is one of the ``photos``: no input is overwritten."""
+    if out.exists() and not out.is_dir():
+        raise DataError(f"OUT {shown} is a file: pass a folder (new, or one this command wrote).")
+    inputs = {photo.resolve() for photo in photos}
+    overwritten = [target for target in targets if target.resolve() in inputs]
+    if overwritten:
+        raise DataError(f"OUT {shown} would overwrite the photo {overwritten[0]} with its mask: "
+                        "pass a new or empty folder (a subfolder of IMAGES is fine).")
+    if out.is_dir() and not (out / MARKER).is_file():
+        held = sorted(path.name for path in out.iterdir())
+        if held:
+            raise DataError(f"OUT {shown} already holds files this command did not write "
+                            f"({', '.join(held[:MAX_NAMED])}{' ...' if len(held) > MAX_NAMED else ''}"
+                            "): masks there could overwrite photos; pass a new or empty folder "
+                            "(a subfolder of IMAGES is fine).")
+
+
+def claim(out: Path, shown: str) -> None:
+    """Create ``out`` with its :data:`MARKER`, before the first output; DataError naming OUT
+    when it cannot be written."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / MARKER).write_text("Written by python -m nailseg_common.predict: this folder "
+                                  "holds masks and overlays, and is never read as photos.\n")
+    except OSError as error:
+        raise DataError(f"Cannot write to OUT {shown} ({error.strerror or error}): pass an OUT "
+                        "folder you can write.") from None
 
 
 def output_paths(photos: list[Path], root: Path, out: Path) -> dict[Path, tuple[Path, Path]]:
@@ -161,15 +241,18 @@ def output_paths(photos: list[Path], root: Path, out: Path) -> dict[Path, tuple[
 
 
 def write_outputs(photo: np.ndarray, mask: np.ndarray, paths: tuple[Path, Path]) -> None:
-    """The mask as a one-channel PNG and the overlay as a JPEG, each written atomically."""
+    """The mask as a one-channel PNG and the overlay as a JPEG, each written atomically;
+    DataError naming the file (not its temporary name) when it cannot be written."""
     mask_path, overlay_path = paths
-    try:
-        mask_path.parent.mkdir(parents=True, exist_ok=True)
-        save_atomically(Image.fromarray(mask), mask_path, "PNG")
-        save_atomically(Image.fromarray(overlay(photo, mask)), overlay_path, "JPEG", quality=90)
-    except OSError as error:
-        raise DataError(f"Cannot write {os.fsdecode(error.filename or mask_path)} "
-                        f"({error.strerror or error}): pass an OUT folder you can write.") from None
+    for path, image, options in ((mask_path, Image.fromarray(mask), {"file_format": "PNG"}),
+                                 (overlay_path, Image.fromarray(overlay(photo, mask)),
+                                  {"file_format": "JPEG", "quality": 90})):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            save_atomically(image, path, **options)
+        except OSError as error:
+            raise DataError(f"Cannot write {path} ({error.strerror or error}): free some space, "
+                            "or pass an OUT folder you can write.") from None
 
 
 def choose_device(choice: str) -> torch.device:
@@ -183,15 +266,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line, ``--help`` explaining each option; a wrong ``--image-size`` exits 2."""
     parser = argparse.ArgumentParser(
         prog="python -m nailseg_common.predict", description=__doc__.splitlines()[0],
-        epilog="Exit status: 0 done; 1 some photos could not be read (listed, the others "
-               "written); 2 nothing done (the message says why).")
+        epilog="Exit status: 0 done; 1 some photos or folders could not be read, or are in "
+               "another format (listed, the others written); 2 nothing done (the message says "
+               "why); 130 stopped by Ctrl-C.")
     parser.add_argument("images", metavar="IMAGES", type=Path,
                         help="a folder of photos, searched recursively for "
                              f"{', '.join(IMAGE_SUFFIXES)} files (any case), or one photo")
     parser.add_argument("out", metavar="OUT", type=Path,
                         help="where the outputs go, in IMAGES' subfolders: <stem>.png (the 0/255 "
                              "mask at the photo's displayed size) and <stem>_overlay.jpg (the "
-                             "photo, nails tinted red); it may lie inside IMAGES (it is not read)")
+                             "photo, nails tinted red); new, empty or an earlier run's; it may lie inside "
+                             "IMAGES (it is not read)")
     parser.add_argument("--checkpoint", default="",
                         help="a best-*.ckpt written by notebook 02 or 04 (runs/<profile>/<run>/"
                              "version_N/checkpoints/), or a model notebook 06 saved; default: "
@@ -221,11 +306,18 @@ def predict(args: argparse.Namespace) -> int:
     if out == images:
         raise DataError(f"OUT {args.out} is IMAGES itself: the masks would overwrite .png "
                         "photos; pass another folder (a subfolder of IMAGES is fine).")
-    photos = find_photos(images, out)
-    if not photos:
+    if (images / MARKER).is_file():
+        raise DataError(f"{args.images} holds the masks and overlays of an earlier run (it has "
+                        f"{MARKER}): pass the folder of your photos as IMAGES.")
+    found = find_photos(images, out)
+    root = images.parent if images.is_file() else images
+    if not found.photos:
+        others = f"; not read: {named(found.others, root)}" if found.others else ""
         raise DataError(f"No photos in {args.images}: looked for files ending in "
-                        f"{', '.join(IMAGE_SUFFIXES)} (any case), hidden ones and OUT left out.")
-    paths = output_paths(photos, images.parent if images.is_file() else images, out)
+                        f"{', '.join(IMAGE_SUFFIXES)} (any case), hidden ones and OUT left out"
+                        f"{others}{'; ' + CONVERT_HELP if other_photos(found) else ''}.")
+    paths = output_paths(found.photos, root, out)
+    check_out(out, str(args.out), [t for targets in paths.values() for t in targets], found.photos)
     device = choose_device(args.device)
     try:  # only the profile's name and image_size matter here; --device says where to run
         profile = select_profile(args.profile, accelerator="cpu")
@@ -235,6 +327,7 @@ def predict(args: argparse.Namespace) -> int:
         raise DataError(str(error)) from None
     model = load_model(checkpoint).to(device)
     image_size = args.image_size or trained_image_size(checkpoint) or profile.image_size
+    claim(out, str(args.out))
     skipped = []
     with torch.inference_mode():
         for photo, targets in progress(paths.items(), "masks", total=len(paths)):
@@ -245,14 +338,35 @@ def predict(args: argparse.Namespace) -> int:
                 skipped.append(photo)
                 continue
             write_outputs(rgb, predict_mask(model, rgb, image_size, device), targets)
-    print(f"{len(photos) - len(skipped)} of {len(photos)} photos have a mask under {out} "
-          f"(<stem>{MASK_SUFFIX} and <stem>{OVERLAY_SUFFIX}); model {checkpoint} at "
+    print(f"{len(found.photos) - len(skipped)} of {len(found.photos)} photos have a mask under "
+          f"{out} (<stem>{MASK_SUFFIX} and <stem>{OVERLAY_SUFFIX}); model {checkpoint} at "
           f"{image_size}x{image_size} on {device}.")
-    if skipped:
-        print(f"error: {len(skipped)} unreadable photos skipped: "
-              + ", ".join(map(str, skipped)), file=sys.stderr)
-        return 1
-    return 0
+    return report(found, skipped, root)
+
+
+def other_photos(found: Found) -> list[Path]:
+    """The files of ``found`` in a photo format other than JPEG or PNG."""
+    return [path for path in found.others if path.suffix.lower() in OTHER_PHOTOS]
+
+
+def report(found: Found, skipped: list[Path], root: Path) -> int:
+    """Name on stderr every file and folder under ``root`` that was not read; the exit status:
+    1 when photos or folders were left unread, else 0."""
+    converted = other_photos(found)
+    notes = [f"{named(paths, root)} ({why})" for paths, why in (
+        ([p for p in found.others if p not in converted], "not photos"),
+        (found.hidden, "hidden"),
+        (found.outputs, "the outputs of an earlier run")) if paths]
+    if notes:
+        print(f"note: not read: {'; '.join(notes)}.", file=sys.stderr)
+    errors = [f"{len(paths)} {what}: {named(paths, root)}: {fix}." for paths, what, fix in (
+        (converted, "photos not in JPEG or PNG were not read", CONVERT_HELP),
+        (found.unreadable, "folders could not be read",
+         f"give your user read access (chmod -R u+rX {root})"),
+        (skipped, "unreadable photos skipped", "see the warnings above")) if paths]
+    for error in errors:
+        print(f"error: {error}", file=sys.stderr)
+    return 1 if errors else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -262,6 +376,9 @@ def main(argv: list[str] | None = None) -> int:
     except DataError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(STOPPED, file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

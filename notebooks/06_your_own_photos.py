@@ -316,7 +316,7 @@ print(f"{len(available)} of {len(STARTS)} starts to fine-tune: {', '.join(availa
 import numpy as np
 import pandas as pd
 
-from nailseg_common.data.preparation import read_split
+from nailseg_common.data.preparation import DataError, read_split
 from nailseg_common.pipelines.kornia_pipeline import SPLITS, BatchSlices, load_cache
 from nailseg_common.setup.paths import DataLocation
 
@@ -335,7 +335,8 @@ def k_folds(count: int, folds: int, seed: int = 0) -> list[tuple[np.ndarray, np.
     """``(training, held_out)`` photo indices of each fold: every photo held out once;
     ``training`` stays shuffled, so its first ``n`` photos are a random ``n``."""
     if not 2 <= folds <= count:
-        raise ValueError(f"folds={folds}: choose between 2 and the number of photos ({count}).")
+        raise DataError(f"folds={folds} for {count} photos: choose folds from 2 to {count} (a "
+                        "fold holds out one photo at least; with fewer than 2 photos, add some).")
     order = np.random.default_rng(seed).permutation(count)
     held_out = [order[fold::folds] for fold in range(folds)]
     return [(order[~np.isin(order, held)], np.sort(held)) for held in held_out]
@@ -343,9 +344,9 @@ def k_folds(count: int, folds: int, seed: int = 0) -> list[tuple[np.ndarray, np.
 
 # %%
 frame, photos_set = photos_on_device(data, cfg)
-fold_sets = k_folds(len(frame), folds)
-print(f"{len(frame)} photos in {folds} folds: each start trains {len(fold_sets)} times on "
-      f"{len(fold_sets[0][0])} photos and scores the {len(fold_sets[0][1])} it did not see")
+fold_sets = k_folds(len(frame), min(folds, len(frame)))  # at most one fold a photo
+print(f"{len(frame)} photos in {len(fold_sets)} folds (folds={folds}, at most one per photo): "
+      f"each start trains {len(fold_sets)} times on {len(fold_sets[0][0])} photos, scores the rest")
 
 # %% [markdown]
 # ## Fine-tuning, fast
@@ -732,7 +733,7 @@ plt.show()
 # %%
 print("\n".join(advice_in_words(advice, tables, ZERO_SHOT)))
 print(f"skipped: {', '.join(skipped) or 'none'}; the scores are at {cfg.image_size} px after "
-      f"{cfg.finetune_steps} steps, {folds} folds")
+      f"{cfg.finetune_steps} steps, {len(fold_sets)} folds")
 
 # %% [markdown]
 # How to read it, whatever your numbers say:

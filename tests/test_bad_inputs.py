@@ -7,6 +7,8 @@ the fix, with nothing half-written left and a run after the fix working as it is
 import errno
 import os
 import re
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -25,6 +27,7 @@ from nailseg_common.data.preparation import (
     summary,
 )
 from nailseg_common.data.synthetic import synthetic_sample
+from nailseg_common.setup import profiles
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import select_profile
 
@@ -254,3 +257,87 @@ def test_a_full_disk_leaves_nothing_behind_and_a_second_run_works(dataset, tmp_p
     monkeypatch.undo()
     _prepare(dataset, tmp_path)
     assert (prepared / "npy" / "masks" / "1" / "added.npy").is_file()
+
+
+# --- what a user can type: one line, no traceback --------------------------------------------
+
+def _command_line(*args, env=None):
+    """``python -m nailseg_common.data.preparation ARGS`` in a fresh process: (exit status, stderr)."""
+    done = subprocess.run([sys.executable, "-m", "nailseg_common.data.preparation", *args],
+                          capture_output=True, text=True, check=False,
+                          env={**os.environ, **(env or {})},
+                          cwd=Path(__file__).resolve().parents[1])
+    return done.returncode, done.stderr
+
+
+def test_an_unknown_profile_or_a_gpu_profile_without_a_gpu_is_one_line(tmp_path, monkeypatch):
+    code, err = _command_line("--profile", "laptop", env={"NAILSEG_DATA_DIR": str(tmp_path)})
+    assert code == 1 and err.startswith("error: Unknown profile 'laptop'") and err.count("\n") == 1
+    monkeypatch.setenv("NAILSEG_PROFILE", "gpu")
+    monkeypatch.setattr(profiles, "gpu_available", lambda: False)
+    with pytest.raises(SystemExit, match=r"^error: Profile 'gpu' needs a CUDA GPU.*profile 'cpu'"):
+        main([])
+
+
+def test_ctrl_c_during_preparation_is_one_line_and_keeps_nothing(dataset, tmp_path, monkeypatch):
+    monkeypatch.setenv("NAILSEG_DATA_DIR", str(tmp_path / "data"))
+    save = np.save
+
+    def interrupted(path, *args, **kwargs):
+        save(path, *args, **kwargs)
+        raise KeyboardInterrupt
+    monkeypatch.setattr(np, "save", interrupted)
+    with pytest.raises(SystemExit, match=r"^stopped \(Ctrl-C\): nothing half-written was kept"):
+        main(["--profile", "smoke", "--data-root", str(dataset)])
+    assert not any((tmp_path / "data").rglob("*.npy"))
+
+
+def _denied(monkeypatch, folder, method):
+    """``Path.<method>`` fails inside ``folder`` as it does without read (``iterdir``) or
+    execute (``is_symlink``, ``is_dir``: a stat) permission; root ignores permissions."""
+    real = getattr(Path, method)
+
+    def refuse(self, *args, **kwargs):
+        if self == folder or folder in self.parents:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self, *args, **kwargs)
+    monkeypatch.setattr(Path, method, refuse)
+
+
+@pytest.mark.parametrize("method", ["iterdir", "is_symlink", "is_dir"])
+def test_a_dataset_folder_that_cannot_be_read_is_named(dataset, tmp_path, monkeypatch, method):
+    folder = dataset / "Masks" / "2"
+    _denied(monkeypatch, folder, method)
+    message = _refused(dataset, tmp_path, "permission denied")
+    assert str(folder) in message and f"chmod -R u+rX {dataset}" in message
+
+
+def test_a_set_whose_masks_are_all_inverted_is_refused_by_folder(tmp_path):
+    root = tmp_path / "raw"
+    for i in range(6):
+        write_pair(root, 1, f"img{i}", mask=Image.fromarray(255 - np.asarray(_mask(i))))
+    message = _refused(root, tmp_path, r"6 of 6 masks in .*Masks/1 are mostly nail \(83% median\)")
+    assert "the set looks inverted" in message and f"mogrify -negate {root}/Masks/1/*.png" in message
+
+
+def test_a_set_of_large_nails_is_prepared(tmp_path):
+    """Close-ups: nails cover most of each photo, with background along part of the border."""
+    root = tmp_path / "raw"
+    for i in range(6):
+        pixels = np.zeros((10, 12), np.uint8)
+        pixels[i % 2:, 2:11] = 255  # 75 % or 68 % nail, crossing two or three edges
+        write_pair(root, 1, f"img{i}", mask=Image.fromarray(pixels))
+    _prepare(root, tmp_path)
+    assert _npy_mask(tmp_path, 1, "img1").mean() > 0.6
+
+
+def test_notebook_06_lowers_its_folds_to_the_photos_and_refuses_fewer_than_two():
+    from nailseg_common.training.finetune import k_folds
+
+    cell = (Path(__file__).resolve().parents[1] / "notebooks" / "06_your_own_photos.py").read_text()
+    assert "fold_sets = k_folds(len(frame), min(folds, len(frame)))" in cell
+    for photos in (2, 3):  # folds=5 on 2 or 3 photos: one photo held out per fold
+        assert [len(held) for _, held in k_folds(photos, min(5, photos))] == [1] * photos
+    for photos, folds in ((1, 1), (4, 1)):
+        with pytest.raises(DataError, match=f"folds={folds} for {photos} photos: choose folds "):
+            k_folds(photos, folds)

@@ -2,6 +2,7 @@
 EXIF orientation, and one clear line for each input it cannot use. A tiny model (mobilenet_v2,
 one step at 32 px) saved as notebook 02's best checkpoint."""
 
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -13,7 +14,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from nailseg_common import predict as predict_module
-from nailseg_common.predict import load_model, main, predict_mask
+from nailseg_common.predict import MARKER, load_model, main, predict_mask
 from nailseg_common.setup.profiles import select_profile
 from nailseg_common.training import finetune
 from nailseg_common.training.finetune import SHIPPED_MODEL, save_weights
@@ -63,7 +64,8 @@ def predict(capsys, images, out, *options, checkpoint=None):
 
 
 def files(folder: Path) -> set[str]:
-    return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+    """The files under ``folder``, the marker of predict's OUT aside."""
+    return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()} - {MARKER}
 
 
 def test_nested_folders_are_mirrored_with_one_mask_and_one_overlay_per_photo(
@@ -216,9 +218,10 @@ def test_an_interrupted_write_leaves_no_half_written_file(model, tmp_path, capsy
         raise KeyboardInterrupt
 
     monkeypatch.setattr(Image.Image, "save", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        predict(capsys, tmp_path / "photos", tmp_path / "out", checkpoint=model.checkpoint)
-    assert files(tmp_path / "out") == set()
+    code, _, err = predict(capsys, tmp_path / "photos", tmp_path / "out",
+                           checkpoint=model.checkpoint)
+    assert code == 130 and err.startswith("stopped (Ctrl-C)") and err.count("\n") == 1
+    assert files(tmp_path / "out") == set() and (tmp_path / "out" / MARKER).is_file()
 
 
 def test_the_side_the_run_was_trained_at_is_read_from_its_log_unless_given(
@@ -248,3 +251,102 @@ def test_a_model_saved_by_notebook_06_is_read_at_the_side_it_stores(model, tmp_p
                  "--checkpoint", str(saved)])
     assert code == 0 and "at 96x96 on cpu" in capsys.readouterr().out
     assert files(tmp_path / "out") == {"a.png", "a_overlay.jpg"}
+
+
+# --- no photo destroyed, none read twice, nothing skipped in silence --------------------------
+
+def test_a_photo_is_never_overwritten_by_its_mask(model, tmp_path, capsys):
+    folder = tmp_path / "photos"
+    target = photo(folder / "c.png")
+    before = target.read_bytes()
+    for images, out in ((target, folder), (folder, tmp_path)):  # OUT holds photos, or IMAGES
+        code, _, err = predict(capsys, images, out, checkpoint=model.checkpoint)
+        assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+        assert f"OUT {out}" in err and "new or empty folder" in err
+    assert target.read_bytes() == before and files(folder) == {"c.png"}
+    code, _, err = predict(capsys, target, folder / "masks", checkpoint=model.checkpoint)
+    assert code == 0, err
+    code, _, err = predict(capsys, folder / "masks", tmp_path / "again",
+                           checkpoint=model.checkpoint)
+    assert code == 2 and "an earlier run" in err and "folder of your photos" in err
+
+
+def test_outputs_of_an_earlier_run_are_never_read_as_photos(model, tmp_path, capsys):
+    images = tmp_path / "photos"
+    photo(images / "a.jpg")
+    photo(images / "sub" / "c.png")
+    code, _, err = predict(capsys, images, images / "masks", checkpoint=model.checkpoint)
+    assert code == 0, err
+    code, stdout, err = predict(capsys, images, images / "masks_v2", checkpoint=model.checkpoint)
+    assert code == 0, err
+    assert "2 of 2 photos" in stdout and "masks (the outputs of an earlier run)" in err
+    assert files(images / "masks_v2") == {"a.png", "a_overlay.jpg", "sub/c.png",
+                                          "sub/c_overlay.jpg"}
+
+
+def test_photos_in_other_formats_and_other_files_are_named(model, tmp_path, capsys):
+    images, out = tmp_path / "photos", tmp_path / "out"
+    photo(images / "a.jpg")
+    photo(images / "b.JPG")
+    for name in ("c.heic", "d.gif", "e.bmp", "f.webp", "g.tif"):
+        (images / name).write_bytes(b"a photo in another format")
+    (images / "notes.txt").write_text("not a photo")
+    code, stdout, err = predict(capsys, images, out, checkpoint=model.checkpoint)
+    assert code == 1 and "2 of 2 photos" in stdout and "Traceback" not in err
+    assert "note: not read: notes.txt (not photos)" in err
+    assert ("error: 5 photos not in JPEG or PNG were not read: c.heic, d.gif, e.bmp, f.webp, "
+            "g.tif: convert them to JPEG or PNG") in err and "heif-convert" in err
+    for name in ("c.heic", "d.gif"):
+        (images / name).unlink()
+    (images / "a.jpg").unlink()
+    (images / "b.JPG").unlink()
+    code, _, err = predict(capsys, images, tmp_path / "out2", checkpoint=model.checkpoint)
+    assert code == 2 and err.count("\n") == 1 and "not read: e.bmp, f.webp, g.tif" in err
+
+
+def test_links_to_folders_are_followed_once_and_unreadable_folders_named(
+        model, tmp_path, capsys, monkeypatch):
+    images, elsewhere = tmp_path / "photos", tmp_path / "elsewhere"
+    photo(images / "a.jpg")
+    photo(elsewhere / "b.jpg")
+    photo(images / "locked" / "c.jpg")
+    (images / "linked").symlink_to(elsewhere, target_is_directory=True)
+    (images / "loop").symlink_to(images, target_is_directory=True)
+    scandir = os.scandir
+
+    def denied(path="."):  # a folder without read permission (root reads them all)
+        if Path(path) == images / "locked":
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return scandir(path)
+    monkeypatch.setattr(os, "scandir", denied)
+    code, stdout, err = predict(capsys, images, tmp_path / "out", checkpoint=model.checkpoint)
+    assert code == 1 and "2 of 2 photos" in stdout
+    assert files(tmp_path / "out") == {"a.png", "a_overlay.jpg", "linked/b.png",
+                                       "linked/b_overlay.jpg"}
+    assert f"error: 1 folders could not be read: locked: give your user read access " \
+           f"(chmod -R u+rX {images})" in err
+
+
+def test_an_unwritable_out_is_named_not_a_temporary_file(model, tmp_path, capsys, monkeypatch):
+    photo(tmp_path / "photos" / "a.jpg")
+    out = tmp_path / "out"
+
+    def full(image, target, *args, **kwargs):
+        raise OSError(28, "No space left on device", str(target))
+    monkeypatch.setattr(Image.Image, "save", full)
+    code, _, err = predict(capsys, tmp_path / "photos", out, checkpoint=model.checkpoint)
+    assert code == 2 and err == f"error: Cannot write {out / 'a.png'} (No space left on " \
+                                "device): free some space, or pass an OUT folder you can write.\n"
+    monkeypatch.undo()
+    (out / MARKER).unlink()
+    out.rmdir()
+
+    def read_only(path, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(path))
+    monkeypatch.setattr(Path, "mkdir", read_only)
+    code, _, err = predict(capsys, tmp_path / "photos", out, checkpoint=model.checkpoint)
+    assert code == 2 and err.startswith(f"error: Cannot write to OUT {out} (Permission denied)")
+    monkeypatch.undo()
+    out.write_text("a file")
+    code, _, err = predict(capsys, tmp_path / "photos", out, checkpoint=model.checkpoint)
+    assert code == 2 and f"OUT {out} is a file" in err

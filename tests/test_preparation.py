@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import unicodedata
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -666,9 +667,11 @@ def test_exif_oriented_photos_and_masks_line_up(dataset, tmp_path, size, orienta
     image_path, mask_path = write_pair(dataset, 1, "phone", image_suffix=".jpg")
     image.save(image_path, exif=image_exif, quality=95)
     mask.save(mask_path, exif=mask_exif)
-    if tagged == "both":
-        _prepare(dataset, tmp_path)
-    else:  # the pair lines up only if the mask was drawn as the viewer shows the photo: said
+    if tagged == "both" or size[0] != size[1]:  # stored sides swapped: the turn lines them up
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            _prepare(dataset, tmp_path)
+    else:  # the square pair lines up only if the mask was drawn as the viewer shows it: said
         with pytest.warns(UserWarning, match="EXIF orientation of 1 pair") as caught:
             _prepare(dataset, tmp_path)
         assert any(f"{image_path} and {mask_path} (" in str(w.message) for w in caught)
@@ -677,3 +680,15 @@ def test_exif_oriented_photos_and_masks_line_up(dataset, tmp_path, size, orienta
     assert npy_image.shape == (*size, 3) and npy_mask.shape == (*size, 1)
     np.testing.assert_array_equal(npy_mask[:, :, 0], pattern)
     np.testing.assert_array_equal(npy_image.mean(axis=2) > 130, pattern.astype(bool))
+
+
+def test_a_damaged_exif_block_is_named_once_not_in_pillow_s_words(dataset, tmp_path, recwarn):
+    exif = Image.Exif()
+    exif[0x0112], exif[0x010E] = 6, "x" * 50
+    image_path, _ = write_pair(dataset, 1, "phone", image_suffix=".jpg")
+    _image(0).save(image_path, exif=exif.tobytes()[:-30])  # cut inside its description
+    _prepare(dataset, tmp_path)
+    messages = [str(w.message) for w in recwarn]
+    assert messages == [(f"Image '{image_path}' has a damaged EXIF block (Truncated File Read): "
+                        "the tags that could be read are used, so it may be turned wrongly; if "
+                        "it is, save it again without EXIF (e.g. exiftool -all= FILE).")]

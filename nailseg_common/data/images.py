@@ -5,7 +5,8 @@ so it is read the way a photo viewer shows it; :func:`exif_orientation` gives th
 that :mod:`~nailseg_common.data.preparation` can say when only one file of a pair has one.
 Whether a file is lossy is judged by its content (``Image.format``, and for WebP its
 ``VP8``/``VP8L`` chunk), never by its extension. A photo larger than Pillow reads safely
-(:data:`PIL.Image.MAX_IMAGE_PIXELS`, twice it refused) is named, with how to downscale it.
+(:data:`PIL.Image.MAX_IMAGE_PIXELS`, twice it refused) is named, with how to downscale it,
+and so is a damaged EXIF block, in one warning instead of Pillow's own, which name no file.
 
 Images become ``HxWx3 uint8`` RGB (RGBA loses its alpha, grayscale is repeated).
 16-bit grayscale is scaled by the bit depth its data uses: the smallest of 8, 10, 12, 14
@@ -44,8 +45,10 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import threading
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -73,6 +76,12 @@ ORIENTATION = 0x0112
 DOWNSCALE_HELP = ("Downscale it to at most 4000 pixels a side (the course resizes photos to a "
                   "few hundred pixels anyway), e.g. with ImageMagick: mogrify -resize "
                   "'4000x4000>' FILE, and its mask alike.")
+
+
+_WARNINGS = threading.Lock()
+"""``warnings.catch_warnings`` changes the whole process: preparation's threads take turns."""
+_DAMAGED_EXIF: set[str] = set()
+"""The files whose damaged EXIF block was named (once each)."""
 
 
 class DataError(ValueError):
@@ -126,7 +135,7 @@ def _reading(path: str | os.PathLike, what: str) -> Iterator[None]:
 
 def _open(path: str | os.PathLike, what: str) -> Image.Image:
     """``path`` opened lazily (header only); a photo past Pillow's warning size is named."""
-    with _reading(path, what), warnings.catch_warnings():
+    with _reading(path, what), _exif_checked(path, what):  # a JPEG's header reads its EXIF
         warnings.simplefilter("ignore", Image.DecompressionBombWarning)
         image = Image.open(path)
     limit = Image.MAX_IMAGE_PIXELS
@@ -135,6 +144,25 @@ def _open(path: str | os.PathLike, what: str) -> Image.Image:
                       "megapixels: reading it takes a lot of memory and time. "
                       + DOWNSCALE_HELP.replace("FILE", _name(path)))  # once per file
     return image
+
+
+@contextlib.contextmanager
+def _exif_checked(path: str | os.PathLike, what: str) -> Iterator[None]:
+    """Run a block that parses the EXIF of ``path`` with Pillow's warnings about a damaged
+    block ("Truncated File Read", naming no file) caught, then name the file in one warning,
+    once a process (preparation reads each photo twice)."""
+    with _WARNINGS, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    damaged = sorted({str(w.message) for w in caught if "PIL" in Path(w.filename).parts})
+    with _WARNINGS:
+        first = bool(damaged) and _name(path) not in _DAMAGED_EXIF
+        if first:
+            _DAMAGED_EXIF.add(_name(path))
+    if first:
+        warnings.warn(f"{what} {_name(path)!r} has a damaged EXIF block ({'; '.join(damaged)}): "
+                      "the tags that could be read are used, so it may be turned wrongly; if "
+                      "it is, save it again without EXIF (e.g. exiftool -all= FILE).")
 
 
 def _webp_is_lossy(image: Image.Image) -> bool:
@@ -158,7 +186,8 @@ def _decode(path: str | os.PathLike, what: str) -> tuple[Image.Image, str | None
         if image.format == "WEBP" and _webp_is_lossy(image):
             lossy = "lossy WebP"
         image.load()
-        ImageOps.exif_transpose(image, in_place=True)  # in place: keeps ``format``
+        with _exif_checked(path, what):
+            ImageOps.exif_transpose(image, in_place=True)  # in place: keeps ``format``
     return image, lossy
 
 
@@ -169,7 +198,8 @@ def exif_orientation(path: str | os.PathLike, what: str = "Image") -> int:
     specification puts before them)."""
     with _open(path, what) as image, _reading(path, what):
         exif = Image.Exif()
-        exif.load(image.info.get("exif", b""))
+        with _exif_checked(path, what):
+            exif.load(image.info.get("exif", b""))
         return int(exif.get(ORIENTATION, 1))
 
 

@@ -24,7 +24,8 @@ A type folder named ``None`` or ``NA`` stays that text in the CSVs and in :func:
 
 Every error, the data folder's too (read-only, a file, a full disk), is a
 :class:`~nailseg_common.data.images.DataError` naming the file or folder and the fix; the
-command line prints it alone, as ``error: ...``, and exits with status 1.
+command line prints it alone, as ``error: ...``, and exits with status 1 (as after Ctrl-C,
+with one line saying it stopped).
 
 Command line (``make data``)::
 
@@ -87,6 +88,13 @@ MAX_NAIL_SHARE = 0.5
 NAIL_SHARE_FACTOR = 3
 """A mask more than :data:`MAX_NAIL_SHARE` nail and over this many times the set's median
 nail share is refused: an inverted mask, far outside the set's own."""
+INVERTED_BORDER = 0.9
+"""A mask more than :data:`MAX_NAIL_SHARE` nail whose border is at least this share nail looks
+inverted (nails lie inside a photo; the background runs along its edges); a set with more than
+:data:`MAX_EMPTY_SHARE` of such masks is refused as inverted. Large nails of close-ups leave
+background along part of the border, and pass."""
+STOPPED = ("stopped (Ctrl-C): nothing half-written was kept (the prepared folder is as it "
+           "was); run the same command again to finish.")
 LAYOUT_HELP = ("Put the real dataset there as Images/<type>/<name>.png|.jpg with masks of the "
                "same names in Masks/<type>/ (types 1..4), or all files directly in Images/ "
                "and Masks/ (one type), or leave data_root and "
@@ -131,12 +139,9 @@ def _key(name: str) -> str:
 
 
 def _entries(folder: Path, raw: Path) -> list[Path]:
-    """The visible entries of ``folder``, sorted; broken links and unreadable folders raise."""
-    try:
-        entries = sorted(e for e in folder.iterdir() if not e.name.startswith("."))
-    except PermissionError:
-        raise DataError(f"Cannot list {folder}: permission denied. Give your user read access "
-                        f"to the dataset (chmod -R u+rX {raw}).") from None
+    """The visible entries of ``folder``, sorted; broken links raise (unreadable folders
+    raise ``PermissionError``, which :func:`find_pairs` names)."""
+    entries = sorted(e for e in folder.iterdir() if not e.name.startswith("."))
     garbled = [_shown(e.relative_to(raw)) for e in entries if not _is_utf8(e)]
     if garbled:
         raise DataError(f"{len(garbled)} name(s) in {_shown(raw)} are not UTF-8 (as unzip writes "
@@ -220,10 +225,19 @@ def find_pairs(raw: str | os.PathLike) -> list[Pair]:
     the root), names that are not UTF-8, two folders differing only in
     case (``images`` and ``Images``), files and sub-folders mixed in ``Images`` or ``Masks``
     (or one flat, the other not), unsupported files, broken links, type folders named like
-    a split, folders inside type folders, and images without a mask or masks without an
-    image (all of them listed).
+    a split, folders inside type folders, folders that cannot be listed or entered, and
+    images without a mask or masks without an image (all of them listed).
     """
     raw = Path(raw)
+    try:
+        return _find_pairs(raw)
+    except PermissionError as error:  # a folder without read (list) or execute (enter) rights
+        raise DataError(f"Cannot read {_shown(Path(error.filename or raw))}: permission denied. "
+                        f"Give your user read access to the dataset (chmod -R u+rX "
+                        f"{_shown(raw)}).") from None
+
+
+def _find_pairs(raw: Path) -> list[Pair]:
     if not _is_utf8(raw):
         raise DataError(f"Data root {_shown(raw)} has a name that is not UTF-8: rename it "
                         "(e.g. with convmv -f cp437 -t utf-8 --notest).")
@@ -301,18 +315,33 @@ def _damage(prepared: Path, settings: dict) -> list[str] | None:
     return verify_records(prepared, files)
 
 
+TRANSPOSING = (5, 6, 7, 8)
+"""EXIF orientations that swap width and height."""
+
+
+def _ambiguous(turns: tuple[int, int], shape: tuple[int, ...]) -> bool:
+    """Whether a pair of these EXIF ``turns`` and this turned ``shape`` may be misaligned:
+    the tags differ and the stored files have the same size (so the turn is not what made
+    them match; a mask saved at its photo's displayed size is aligned)."""
+    stored_differ = (turns[0] in TRANSPOSING) != (turns[1] in TRANSPOSING) and shape[0] != shape[1]
+    return turns[0] != turns[1] and not stored_differ
+
+
 def _orientations(turns: tuple[int, int]) -> str:
     return " and ".join(f"{what} {t if t != 1 else 'none'}" for what, t in zip(("image", "mask"),
                                                                               turns))
 
 
 class Converted(NamedTuple):
-    """One pair written as npy: its CSV row, nail share, void pixels and EXIF turns."""
+    """One pair written as npy: its CSV row, nail share (of all pixels and of the border
+    pixels), void pixels, EXIF turns and whether they may leave the pair misaligned."""
 
     row: dict
     share: float
+    border: float
     void_pixels: int
     turns: tuple[int, int]
+    exif_doubt: bool
 
 
 def _convert_pair(pair: Pair, raw: Path, staging: Path) -> Converted | str:
@@ -337,7 +366,9 @@ def _convert_pair(pair: Pair, raw: Path, staging: Path) -> Converted | str:
     row = {"image": pair.image.relative_to(raw).as_posix(),
            "mask": pair.mask.relative_to(raw).as_posix(), "type": pair.type,
            "npy_image": npy_image.as_posix(), "npy_mask": npy_mask.as_posix()}
-    return Converted(row, float(mask.mean()), void_pixels, turns)
+    border = np.concatenate([mask[0], mask[-1], mask[:, 0], mask[:, -1]])
+    return Converted(row, float(mask.mean()), float(border.mean()), void_pixels, turns,
+                     _ambiguous(turns, mask.shape))
 
 
 def _convert(pairs: list[Pair], raw: Path, staging: Path,
@@ -347,9 +378,10 @@ def _convert(pairs: list[Pair], raw: Path, staging: Path,
 
     Returns the CSV rows and the masks without any nail pixel (relative paths). Warns
     about pairs whose EXIF orientations differ and masks with void pixels; refuses masks
-    whose nail share is far above the set's (:data:`NAIL_SHARE_FACTOR`).
+    whose nail share is far above the set's (:data:`NAIL_SHARE_FACTOR`), and a set whose
+    masks mostly look inverted (:data:`INVERTED_BORDER`).
     """
-    rows, problems, empty, void, one_sided, shares = [], [], [], [], [], {}
+    rows, problems, empty, void, one_sided, shares, framed = [], [], [], [], [], {}, []
     with ThreadPoolExecutor(usable_cores()) as pool:
         converted = pool.map(lambda pair: _convert_pair(pair, raw, staging), pairs)
         for pair, done in zip(pairs, progress_bar(converted, "Converting to npy", len(pairs),
@@ -358,9 +390,11 @@ def _convert(pairs: list[Pair], raw: Path, staging: Path,
                 problems.append(done)
                 continue
             relative_mask = done.row["mask"]
-            if done.turns[0] != done.turns[1]:
+            if done.exif_doubt:
                 one_sided.append(f"{pair.image} and {pair.mask} ({_orientations(done.turns)})")
             shares[relative_mask] = done.share
+            if done.share > MAX_NAIL_SHARE and done.border >= INVERTED_BORDER:
+                framed.append(f"{relative_mask} ({done.share:.0%} nail)")
             if done.share == 0:
                 empty.append(relative_mask)
             if done.void_pixels:
@@ -372,6 +406,14 @@ def _convert(pairs: list[Pair], raw: Path, staging: Path,
                         "JPEG, a nail in a channel the course does not read) than photos "
                         "without nails. Re-export them as PNG, nail 255 on 0:" + _listing(empty))
     typical = float(np.median(list(shares.values()))) if shares else 0.0
+    if len(framed) > MAX_EMPTY_SHARE * len(pairs):
+        masks = Path(os.path.commonpath([pair.mask.parent for pair in pairs]))
+        files = masks / ("*" if all(pair.mask.parent == masks for pair in pairs) else "*/*")
+        problems.append(f"{len(framed)} of {len(pairs)} masks in {masks} are mostly nail "
+                        f"({typical:.0%} median) with nail along nearly all of their border, "
+                        "where photos show background: the set looks inverted (nail dark on a "
+                        "light background). Invert every mask (nail 255 on 0), e.g. with "
+                        f"ImageMagick: mogrify -negate {files}.png:" + _listing(framed))
     inverted = [f"{name} ({share:.0%} nail)" for name, share in shares.items()
                 if share > max(MAX_NAIL_SHARE, NAIL_SHARE_FACTOR * typical)]
     if inverted:
@@ -575,6 +617,8 @@ def main(argv: list[str] | None = None) -> None:
         location = ensure_prepared(select_profile(args.profile), args.data_root, seed=args.seed)
     except DataError as error:
         raise SystemExit(f"error: {error}") from None
+    except KeyboardInterrupt:
+        raise SystemExit(STOPPED) from None
     print(summary(location))
 
 

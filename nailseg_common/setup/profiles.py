@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
+from nailseg_common.data.images import DataError
+
 
 @dataclass(frozen=True)
 class Profile:
@@ -117,21 +119,23 @@ def select_profile(name: str | None = None, **overrides) -> Profile:
     """The profile called ``name`` (empty: :func:`default_profile_name`), with overrides.
 
     Overrides whose value is ``None`` are ignored, so a ``parameters`` cell can list
-    every knob as ``None`` and let the profile decide.
+    every knob as ``None`` and let the profile decide. A wrong name, field or accelerator is
+    a :class:`~nailseg_common.data.images.DataError` (a ``ValueError``), which the command lines
+    print as one line and a notebook shows without a traceback.
     """
     name = (name or "").strip() or default_profile_name()
     if name not in PROFILES:
-        raise ValueError(f"Unknown profile {name!r}: choose one of {sorted(PROFILES)} "
+        raise DataError(f"Unknown profile {name!r}: choose one of {sorted(PROFILES)} "
                          "(set NAILSEG_PROFILE or the notebook's `profile` parameter).")
     profile = PROFILES[name]
     fields = {f.name for f in dataclasses.fields(Profile)}
     unknown = set(overrides) - fields
     if unknown:
-        raise ValueError(f"Unknown profile fields {sorted(unknown)}; known: {sorted(fields)}")
+        raise DataError(f"Unknown profile fields {sorted(unknown)}; known: {sorted(fields)}")
     profile = dataclasses.replace(profile, **{k: v for k, v in overrides.items() if v is not None})
     if profile.accelerator not in ("cpu", "gpu"):
-        raise ValueError(f"accelerator must be 'cpu' or 'gpu', not {profile.accelerator!r}.")
+        raise DataError(f"accelerator must be 'cpu' or 'gpu', not {profile.accelerator!r}.")
     if profile.accelerator == "gpu" and not gpu_available():
-        raise RuntimeError(f"Profile {name!r} needs a CUDA GPU and none was found: "
+        raise DataError(f"Profile {name!r} needs a CUDA GPU and none was found: "
                            "use profile 'cpu' (or 'smoke'), or accelerator='cpu', on this machine.")
     return profile

@@ -18,7 +18,7 @@ from torch import nn
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 
 import nailseg_common
-from nailseg_common.data.preparation import read_split
+from nailseg_common.data.preparation import DataError, read_split
 from nailseg_common.pipelines.kornia_pipeline import (
     SPLITS,
     BatchSlices,
@@ -130,7 +130,8 @@ def k_folds(count: int, folds: int, seed: int = 0) -> list[tuple[np.ndarray, np.
     """``(training, held_out)`` photo indices of each fold: every photo held out once;
     ``training`` stays shuffled, so its first ``n`` photos are a random ``n``."""
     if not 2 <= folds <= count:
-        raise ValueError(f"folds={folds}: choose between 2 and the number of photos ({count}).")
+        raise DataError(f"folds={folds} for {count} photos: choose folds from 2 to {count} (a "
+                        "fold holds out one photo at least; with fewer than 2 photos, add some).")
     order = np.random.default_rng(seed).permutation(count)
     held_out = [order[fold::folds] for fold in range(folds)]
     return [(order[~np.isin(order, held)], np.sort(held)) for held in held_out]
