@@ -40,12 +40,15 @@ a warning: set ``pd.set_option("display.max_colwidth", None)`` in the notebook.
 from __future__ import annotations
 
 import argparse
+import ast
 import copy
 import datetime as dt
+import functools
 import html
 import os
 import re
 import sys
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -339,6 +342,238 @@ def shorten_table(table: str) -> str:
     return TBODY_RE.sub(body, table)
 
 
+# -- tables and text for a column of 740 px ----------------------------------------------
+
+# Minima's column: 740 px; 16 px text in tables, 15 px monospace in code blocks.
+COLUMN_PX = 740
+TABLE_CHAR_PX, TABLE_CELL_PX = 9, 32  # a character of a 16 px sans font; a cell's padding
+TEXT_COLUMNS = 78  # monospace characters of a code block that fit the column
+TABLE_RE = re.compile(r"<table\b[^>]*>.*?</table>", re.DOTALL)
+SECTION_RE = re.compile(r"<(thead|tbody)>(.*?)</\1>", re.DOTALL)
+ROW_PARTS_RE = re.compile(r"(<tr\b[^>]*>)(.*?)</tr>", re.DOTALL)
+CELL_RE = re.compile(r"<(t[dh])\b([^>]*)>(.*?)</\1>", re.DOTALL)
+_NUM = r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
+NUMBER_RE = re.compile(_NUM)
+RANGE_RE = re.compile(rf"({_NUM})\s*[-–]\s*({_NUM})")
+MISSING = {"nan", "<na>", "nat", "none", "null"}
+WHOLE_FLOAT_RE = re.compile(r"-?\d+\.0")
+WORD_FLOAT_RE = re.compile(r"(?<![\d.])(\d+)\.0(?![\d.])")  # "batch 32.0" -> "batch 32"
+
+
+def readable_number(text: str) -> str:
+    """``1.05e+03`` -> ``1050``; other numbers as they are."""
+    if "e" not in text.lower():
+        return text
+    value = float(text)
+    if value == 0:
+        return "0"
+    if abs(value) >= 100 and abs(value) < 1e7:
+        return f"{round(value):d}"
+    return f"{value:.3g}" if abs(value) >= 1e-3 else text
+
+
+def readable_cell(text: str) -> str:
+    """A cell as a reader wants it: no NaN or <NA>, ``972-1.05e+03`` as ``972–1050``, and
+    whole numbers inside words (``batch 32.0``) as integers."""
+    text = text.strip()
+    if text.lower() in MISSING:
+        return ""
+    if NUMBER_RE.fullmatch(text):
+        return readable_number(text)
+    match = RANGE_RE.fullmatch(text)
+    if match and not text.startswith("-"):
+        return f"{readable_number(match.group(1))}–{readable_number(match.group(2))}"
+    return WORD_FLOAT_RE.sub(r"\1", text)
+
+
+def _readable_columns(rows: list[list[str]], first: int) -> list[list[str]]:
+    """``readable_cell`` on the cells from column ``first``; a column of whole floats only
+    (``32.0``, ``3.0``) becomes integers."""
+    rows = [row[:first] + [readable_cell(c) for c in row[first:]] for row in rows]
+    for column in range(first, max((len(r) for r in rows), default=0)):
+        values = [r[column] for r in rows if column < len(r) and r[column]]
+        if values and all(WHOLE_FLOAT_RE.fullmatch(v) for v in values):
+            for row in rows:
+                if column < len(row) and row[column]:
+                    row[column] = row[column][:-2]
+    return rows
+
+
+def _cell_px(text: str) -> int:
+    """About how wide a cell must be: its longest word, or up to 16 characters of it."""
+    plain = html.unescape(re.sub(r"<[^>]+>", "", text)).strip()
+    longest = max((len(word) for word in plain.split()), default=0)
+    return max(longest, min(len(plain), 16)) * TABLE_CHAR_PX + TABLE_CELL_PX
+
+
+def _column_groups(widths: list[int], keep: int, budget: int) -> list[list[int]]:
+    """Columns after the first ``keep`` (the index, repeated) in groups that fit ``budget``."""
+    base = sum(widths[:keep])
+    groups: list[list[int]] = [[]]
+    used = base
+    for column in range(keep, len(widths)):
+        if groups[-1] and used + widths[column] > budget:
+            groups.append([])
+            used = base
+        groups[-1].append(column)
+        used += widths[column]
+    return groups
+
+
+def readable_table(table: str, budget: int = COLUMN_PX) -> str:
+    """A pandas HTML table for reading in a column: cells readable, rows with no value
+    dropped, and over ``budget`` px split into tables of column groups, each repeating the
+    index."""
+    sections = {name: [] for name in ("thead", "tbody")}
+    for name, body in SECTION_RE.findall(table):
+        for opening, cells in ROW_PARTS_RE.findall(body):
+            sections[name].append((opening, CELL_RE.findall(cells)))
+    rows = sections["thead"] + sections["tbody"]
+    if not sections["tbody"] or any(re.search(r"\b(?:col|row)span", a) for _, r in rows
+                                    for _, a, _ in r):
+        return table
+    width = len(rows[0][1])
+    if any(len(cells) != width for _, cells in rows):
+        return table
+    keep = next((i for i, (tag, _, _) in enumerate(sections["tbody"][0][1]) if tag == "td"), 1)
+    texts = [[html.unescape(c) if "<" not in c else c for _, _, c in cells] for _, cells in rows]
+    heads = len(sections["thead"])
+    body = _readable_columns(texts[heads:], keep)
+    texts = texts[:heads] + body
+    kept = [i for i, row in enumerate(texts) if i < heads or any(row[keep:])]
+    widths = [max(_cell_px(html.escape(row[c])) for row in texts) for c in range(width)]
+    groups = _column_groups(widths, keep, budget)
+    opening = re.match(r"<table\b[^>]*>", table).group()
+    parts = []
+    for group in groups:
+        columns = list(range(keep)) + group
+        out = [opening, "  <thead>"]
+        for i in kept:
+            if i == heads:
+                out += ["  </thead>", "  <tbody>"]
+            row_open, cells = rows[i]
+            shown = "".join(
+                f"<{cells[c][0]}{cells[c][1]}>"
+                f"{cells[c][2] if '<' in cells[c][2] else html.escape(texts[i][c])}"
+                f"</{cells[c][0]}>" for c in columns
+            )  # fmt: skip
+            out.append(f"    {row_open}{shown}</tr>")
+        out += ["  </tbody>", "</table>"]
+        parts.append("\n".join(out))
+    return "\n".join(parts)
+
+
+def readable_tables(text: str) -> str:
+    """``readable_table`` on every pandas table of an HTML output."""
+    return TABLE_RE.sub(
+        lambda m: readable_table(m.group()) if 'class="dataframe' in m.group() else m.group(),
+        text,
+    )
+
+
+# Text tables (a printed DataFrame): columns apart by two spaces or more on most lines.
+_GAPS_RE = re.compile(r"\S {2,}(?=\S)")
+
+
+def _is_table_line(line: str) -> bool:
+    return len(_GAPS_RE.findall(line)) >= 2
+
+
+def _text_table(lines: list[str]) -> tuple[list[str], str, list[list[str]]] | None:
+    """A printed DataFrame as (headers, index name, rows of cells); None if it is not one."""
+    header, rest = lines[0], lines[1:]
+    name = ""
+    if rest and len(rest[0].split()) == 1 and rest[0][:1].strip():
+        name, rest = rest[0].strip(), rest[1:]
+    if len(rest) < 2:
+        return None
+    width = max(len(line) for line in lines)
+    padded = [line.ljust(width) for line in rest]
+    filled = [any(line[p] != " " for line in padded) for p in range(width)]
+    spans, start = [], None
+    for p, full in enumerate(filled + [False]):
+        if full and start is None:
+            start = p
+        elif not full and start is not None:
+            spans.append([start, p])
+            start = None
+    first_head = len(header) - len(header.lstrip())
+    index = [s for s in spans if s[0] < first_head]
+    columns = [s for s in spans if s[0] >= first_head]
+    if not index or not columns:
+        return None
+    spans = [[0, index[-1][1]]]
+    for span in columns:  # a header is right-aligned over its column: none means one column
+        spans.append(span)
+        if not header[spans[-2][1] : span[1]].strip() and len(spans) > 2:
+            spans[-2:] = [[spans[-2][0], span[1]]]
+    if header[spans[-1][1] :].strip():
+        return None
+    heads = [header[(0 if k == 0 else spans[k - 1][1]) : e].strip() for k, (_, e) in
+             enumerate(spans)]  # fmt: skip
+    heads[0] = ""
+    rows = [[line.ljust(width)[s:e].strip() for s, e in spans] for line in rest]
+    return heads, name, rows
+
+
+def _layout_text_table(heads: list[str], name: str, rows: list[list[str]]) -> list[str]:
+    rows = _readable_columns(rows, 1)
+    widths = [max(len(x) for x in [heads[c], name if c == 0 else ""] + [r[c] for r in rows])
+              for c in range(len(heads))]  # fmt: skip
+    groups = _column_groups([w + 2 for w in widths], 1, TEXT_COLUMNS)
+    out = []
+    for group in groups:
+        if out:
+            out.append("")
+        line = [name.ljust(widths[0])] + [heads[c].rjust(widths[c]) for c in group]
+        out.append("  ".join(line).rstrip())
+        for row in rows:
+            out.append("  ".join([row[0].ljust(widths[0])] + [row[c].rjust(widths[c])
+                                                               for c in group]).rstrip())
+    return out
+
+
+def readable_text(text: str, columns: int = TEXT_COLUMNS) -> str:
+    """Printed output for a column of ``columns`` characters: a printed DataFrame wider than
+    that in column groups (cells readable, the index repeated), other long lines wrapped
+    with an indent."""
+    lines = text.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        j = i
+        while j < len(lines) and (
+            _is_table_line(lines[j]) or (j == i + 1 and len(lines[j].split()) == 1)
+        ):
+            j += 1
+        block = [line.rstrip() for line in lines[i:j]]
+        if j - i >= 3 and (
+            max(len(line) for line in block) > columns
+            or any(cell.lower() in MISSING for line in block for cell in line.split())
+        ):
+            table = _text_table(block)
+            if table:
+                out += _layout_text_table(*table)
+                i = j
+                continue
+        if j > i:  # a table left as it is: wrapping would scramble it
+            out += lines[i:j]
+            i = j
+            continue
+        out += _wrap(lines[i], columns)
+        i += 1
+    return "\n".join(out)
+
+
+def _wrap(line: str, columns: int) -> list[str]:
+    if len(line) <= columns:
+        return [line]
+    lead = line[: len(line) - len(line.lstrip())]
+    return textwrap.wrap(line, columns, initial_indent="", subsequent_indent=lead + "  ",
+                         break_long_words=False, break_on_hyphens=False,
+                         drop_whitespace=True) or [line]  # fmt: skip
+
+
 def _merge_streams(outputs: list) -> list:
     merged: list = []
     for output in outputs:
@@ -360,18 +595,76 @@ def _plain_text(markdown: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"[*_`#\[\]]", "", text)).strip()
 
 
-def figure_alt(output, source: str, heading: str) -> str:
-    """Alt text: the output's own ``alt``/``title``, else the cell's literal plot title
-    (``suptitle`` first), else the nearest heading before the cell."""
+ALT_COMMENT_RE = re.compile(r"^\s*#\s*alt:\s*(.+)$", re.MULTILINE)
+PLOTTER_RE = re.compile(r"\b((?:plot|show|draw)_\w+)\b")
+ROLE_RE = re.compile(r":\w+:`~?([^`]+)`")
+PACKAGE_DIR = Path(__file__).resolve().parents[2] / "nailseg_common"
+
+
+def docstrings(sources) -> dict[str, tuple[str, bool]]:
+    """``{function name: (its docstring's first sentence, whether it draws)}`` of the
+    functions ``sources`` (Python texts) define; a function draws when its name starts with
+    ``plot_`` or it calls one. A text that does not parse (a notebook's magics) is skipped."""
+    found = {}
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                doc = ast.get_docstring(node)
+                if doc:
+                    draws = node.name.startswith("plot_") or bool(
+                        re.search(r"\bplot_\w+\(|\bplt\.|\.plot\(", ast.unparse(node))
+                    )
+                    found[node.name] = (first_sentence(doc), draws)
+    return found
+
+
+def first_sentence(doc: str) -> str:
+    """A docstring's first sentence, as plain text."""
+    paragraph = re.sub(r"\s+", " ", doc.strip().split("\n\n")[0])
+    paragraph = ROLE_RE.sub(r"\1", paragraph).replace("``", "")
+    sentence = re.split(r"(?<!e\.g)(?<!i\.e)\.\s+", paragraph)[0]
+    return sentence.rstrip(".;: ")
+
+
+@functools.lru_cache(maxsize=1)
+def package_docstrings() -> dict[str, tuple[str, bool]]:
+    """The plotting functions of the course's package (wherever its modules live)."""
+    sources = (path.read_text(encoding="utf-8") for path in sorted(PACKAGE_DIR.rglob("*.py")))
+    return {name: doc for name, doc in docstrings(sources).items() if PLOTTER_RE.fullmatch(name)}
+
+
+def figure_alt(output, source: str, heading: str,
+               described: dict[str, tuple[str, bool]] | None = None) -> str:
+    """Alt text that says what the figure shows: the output's own ``alt``/``title``, else a
+    ``# alt: ...`` comment in the cell, else the cell's literal plot title (``suptitle``
+    first), else the docstring of the plotting function the cell calls (one passed to
+    another, like ``plot_benchmark_sets(results, plot_throughput)``, first), else the
+    nearest heading before the cell."""
     meta = output.get("metadata", {})
     for where in [meta] + [meta.get(m, {}) for m in ("image/png", "image/jpeg")]:
         if isinstance(where, dict) and (where.get("alt") or where.get("title")):
             return _plain_text(str(where.get("alt") or where.get("title")))
+    comment = ALT_COMMENT_RE.search(source)
+    if comment:
+        return _plain_text(comment.group(1))
     titles = sorted(PLOT_TITLE_RE.findall(source), key=lambda t: t[0] != "suptitle")
-    return _plain_text(titles[0][2] if titles else NUMBERED_TITLE_RE.sub("", heading))
+    if titles:
+        return _plain_text(titles[0][2])
+    described = described or {}
+    called = [m for m in PLOTTER_RE.finditer(source) if m.group(1) in described]
+    drawing = [m for m in called if described[m.group(1)][1]] or called
+    passed = [m for m in drawing if source[m.end() : m.end() + 1] != "("]
+    if drawing:
+        return described[(passed or drawing)[-1].group(1)][0]
+    return _plain_text(NUMBERED_TITLE_RE.sub("", heading))
 
 
-def _clean_outputs(cell, replacements: dict[str, str], heading: str, where: str) -> list[str]:
+def _clean_outputs(cell, replacements: dict[str, str], heading: str, where: str,
+                   described: dict | None = None, alts: set | None = None) -> list[str]:
     """Clean one code cell's outputs in place; return warnings about them."""
     warnings = []
     cleaned = []
@@ -399,14 +692,21 @@ def _clean_outputs(cell, replacements: dict[str, str], heading: str, where: str)
                         f"{where}: pandas cut this table when the notebook ran "
                         "(display.max_colwidth or max_rows): the post shows it cut"
                     )
-                data["text/html"] = shorten_table(table)
+                data["text/html"] = shorten_table(readable_tables(table))
+            if "text/plain" in data:
+                data["text/plain"] = readable_text(data["text/plain"])
             if any(mime.startswith("image/") for mime in data):
-                output.metadata["alt"] = figure_alt(output, cell.source, heading)
+                alt = figure_alt(output, cell.source, heading, described)
+                if alts is not None:  # two figures alike in one post: say where each is
+                    title = _plain_text(NUMBERED_TITLE_RE.sub("", heading))
+                    alt = f"{alt} ({title})" if alt in alts and title not in alt else alt
+                    alts.add(alt)
+                output.metadata["alt"] = alt
         cleaned.append(output)
     cell.outputs = _merge_streams(cleaned)
     for output in cell.outputs:
         if output.output_type == "stream":
-            output.text = shorten_log(output.text)
+            output.text = readable_text(shorten_log(output.text))
     return warnings
 
 
@@ -467,13 +767,18 @@ def load_article(path: Path, replacements: dict[str, str], today: dt.date) -> Ar
         raise BlogError(f"{path}: " + "; ".join(problems))
     roots = run_roots(notebook)
     replacements = {**replacements, **roots}
-    heading, warnings, cells = notebook_title(notebook), [], []
+    heading, warnings, cells, alts = notebook_title(notebook), [], [], set()
+    own = docstrings(c.source for c in notebook.cells if c.cell_type == "code")
+    described = {**package_docstrings(), **{k: v for k, v in own.items()
+                                         if PLOTTER_RE.fullmatch(k)}}
     for index, cell in enumerate(notebook.cells):
         cell.source = replace_local_paths(cell.source, replacements)
         if cell.cell_type == "markdown":
             heading = (HEADING_RE.findall(cell.source) or [heading])[-1]
         elif cell.cell_type == "code":
-            warnings += _clean_outputs(cell, replacements, heading, f"{path} cell {index}")
+            warnings += _clean_outputs(
+                cell, replacements, heading, f"{path} cell {index}", described, alts
+            )
             if "injected-parameters" in cell.metadata.get("tags", []):
                 cell.source = re.sub(r"^# Parameters\n", "", cell.source)
                 cells.append(new_markdown_cell("Parameters injected for this run:"))
