@@ -7,7 +7,7 @@ minute of work leaves a handful of lines, not thousands of fragments (and no std
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from tqdm import tqdm
 
@@ -15,7 +15,27 @@ REFRESH_SECONDS = 10.0
 
 
 def progress(iterable: Iterable, description: str, total: int | None = None,
-             enabled: bool = True) -> Iterable:
-    """``iterable`` behind a text bar on stdout that refreshes every ``REFRESH_SECONDS``."""
-    return tqdm(iterable, desc=description, total=total, disable=not enabled, file=sys.stdout,
-                mininterval=REFRESH_SECONDS, maxinterval=REFRESH_SECONDS, ascii=True)
+             enabled: bool = True) -> Iterator:
+    """``iterable`` behind a text bar on stdout that refreshes every ``REFRESH_SECONDS``.
+
+    An item counts as done when the loop asks for the next one or stops asking: a loop
+    that stops after the last item (``zip(items, progress(...))`` never asks past it)
+    still ends its bar at 100 %.
+    """
+    bar = tqdm(total=total if total is not None else getattr(iterable, "__len__", lambda: None)(),
+               desc=description, disable=not enabled, file=sys.stdout,
+               mininterval=REFRESH_SECONDS, maxinterval=REFRESH_SECONDS, ascii=True)
+    return _counted(iterable, bar)
+
+
+def _counted(iterable: Iterable, bar: tqdm) -> Iterator:
+    try:
+        for item in iterable:
+            try:
+                yield item
+            except GeneratorExit:  # the loop is done with this item and wants no more
+                bar.update(1)
+                raise
+            bar.update(1)
+    finally:
+        bar.close()

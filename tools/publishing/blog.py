@@ -110,6 +110,7 @@ _NUMBER = r"\d\d\b(?:\s\([^()\n]*\))?"  # "03" or "03 (Kornia)"
 _BETWEEN = r"(?:,\s*|\s+(?:and|or|to)\s+|\s*[-–]\s*)"  # "02, 03", "02 and 03", "02-04"
 NOTEBOOK_REF = rf"\b[Nn]otebooks?\s+{_NUMBER}(?:{_BETWEEN}{_NUMBER})*"
 ORIGINAL_REF = r"\boriginal (?:series|posts?)\b"
+PART_OF_RE = re.compile(r"\b[Pp]art\s+[IVX]+\]?(?:\([^)]*\))?\s+of\s+(?:the\s+|its\s+)?$")
 
 PAGE_TEMPLATE = """\
 {%- extends 'index.html.j2' -%}
@@ -186,7 +187,7 @@ class Article:
 
     @property
     def post_name(self) -> str:
-        return f"{self.meta['date']}-{self.slug}.md"
+        return f"{self.meta['date']:%Y-%m-%d}-{self.slug}.md"
 
     @property
     def page_name(self) -> str:
@@ -208,6 +209,13 @@ def slugify(name: str) -> str:
 
 def run_date(notebook: nbformat.NotebookNode) -> dt.date | None:
     """The day the notebook started running (UTC): papermill's start, else the first cell's."""
+    ran = run_time(notebook)
+    return ran.date() if ran else None
+
+
+def run_time(notebook: nbformat.NotebookNode) -> dt.datetime | None:
+    """When the notebook started running (UTC, to the second): papermill's start, else the
+    first cell's."""
     stamps = [notebook.metadata.get("papermill", {}).get("start_time")]
     for cell in notebook.cells:
         stamps.append(cell.metadata.get("papermill", {}).get("start_time"))
@@ -215,7 +223,9 @@ def run_date(notebook: nbformat.NotebookNode) -> dt.date | None:
     for stamp in stamps:
         if isinstance(stamp, str):
             try:
-                return dt.datetime.fromisoformat(stamp).astimezone(dt.UTC).date()
+                ran = dt.datetime.fromisoformat(stamp)
+                ran = ran if ran.tzinfo else ran.replace(tzinfo=dt.UTC)
+                return ran.astimezone(dt.UTC).replace(microsecond=0)
             except ValueError:
                 continue
     return None
@@ -759,7 +769,7 @@ def _problems(notebook: nbformat.NotebookNode) -> list[str]:
     return problems
 
 
-def load_article(path: Path, replacements: dict[str, str], today: dt.date) -> Article:
+def load_article(path: Path, replacements: dict[str, str], now: dt.datetime) -> Article:
     """Read, check and clean one executed notebook; ``BlogError`` if it cannot be published."""
     notebook = nbformat.read(path, as_version=4)
     problems = _problems(notebook)
@@ -785,13 +795,25 @@ def load_article(path: Path, replacements: dict[str, str], today: dt.date) -> Ar
         cells.append(cell)
     notebook.cells = cells
     title = NUMBERED_TITLE_RE.sub("", notebook_title(notebook))
-    ran = run_date(notebook) or dt.date.fromisoformat(notebook.metadata.blog["date"])
-    meta = {**notebook.metadata.blog, "title": title, "date": min(ran, today)}
+    ran = run_time(notebook) or dt.datetime.fromisoformat(notebook.metadata.blog["date"]).replace(
+        tzinfo=dt.UTC
+    )
+    meta = {**notebook.metadata.blog, "title": title, "date": min(ran, now)}
     number = re.match(r"\d+", path.stem)
     return Article(
         source=path, slug=slugify(path.stem), number=int(number.group()) if number else None,
         meta=meta, notebook=notebook, roots=roots, warnings=warnings,
     )  # fmt: skip
+
+
+def in_course_order(articles: list[Article]) -> None:
+    """Date each post at least a minute before the next one in the course, so that a theme
+    listing posts by date (newest first) lists them in the course's order, whatever order
+    the notebooks ran in (dates only move earlier: a post dated after the build is left out)."""
+    for article, following in reversed(list(zip(articles, articles[1:]))):
+        latest = following.meta["date"] - dt.timedelta(minutes=1)
+        if article.meta["date"] > latest:
+            article.meta["date"] = latest
 
 
 # -- the series and links ----------------------------------------------------------------
@@ -848,6 +870,9 @@ def link_prose(article: Article, series: dict, pages: dict[int, str]) -> None:
             known = original["parts"].get(match.group("roman"))
             return first(match.group("roman"), text, known["url"]) if known else text
         i = next(i for i in range(len(terms)) if match.group(f"t{i}") is not None)
+        if i == len(terms) - 1 and PART_OF_RE.search(match.string[: match.start()]):
+            # "part V of the original series": the part has its link, the series its index
+            return first("index", text, original["index"])
         return first(i, text, terms[i][2])
 
     for cell in article.notebook.cells:
@@ -881,7 +906,13 @@ def series_opening(article: Article, series: dict, pages: dict[int, str]) -> str
             new.append(f"{name} {item['label']}")
     new_text = ", ".join(new[:-1]) + f" and {new[-1]}" if len(new) > 1 else "".join(new)
     mapping = "; ".join(remade) + (f"; {new_text} are new." if new else ".")
-    return f"> {first}\n>\n> The course's notebooks: {mapping}"
+    opening = f"> {first}\n>\n> The course's notebooks: {mapping}"
+    repository = series.get("repository")
+    where = f"[the course's repository]({repository})" if repository else "the course's repository"
+    return (
+        f"{opening}\n>\n> The code, the notebooks and the commands this post runs (`make ...`, "
+        f"`python -m nailseg_common...`) are in {where}; run them from its root."
+    )
 
 
 def prepare(article: Article, series: dict, pages: dict[int, str]) -> None:
@@ -898,21 +929,34 @@ def prepare(article: Article, series: dict, pages: dict[int, str]) -> None:
 # -- rendering ---------------------------------------------------------------------------
 
 
-def front_matter(article: Article, series: dict, layout: str, image: str | None) -> str:
-    """The post's YAML front matter, between ``---`` lines."""
+# The front matter each theme's post layout reads, beyond title, date and permalink (see
+# docs/posts.md). Minima 2.5 has no table of contents, and shows Disqus comments on every
+# post once the site configures ``disqus.shortname``: ``toc``/``comments`` would do nothing.
+THEMES = {
+    "minima": {"layout": "post", "fields": ()},
+    "fastpages": {"layout": "post", "fields": ("toc", "comments")},
+    "minimal-mistakes": {"layout": "single", "fields": ("toc", "comments")},
+}
+
+
+def front_matter(article: Article, series: dict, theme: dict, image: str | None) -> str:
+    """The post's YAML front matter, between ``---`` lines: the fields ``theme`` reads."""
     meta = article.meta
     data = {
-        "layout": layout,
+        "layout": theme["layout"],
         "title": meta["title"],
         "description": meta["description"],
         "author": series["author"],
-        "date": meta["date"],
+        "date": f"{meta['date']:%Y-%m-%d %H:%M:%S} +0000",
         "categories": list(meta["categories"]),
         "image": image,
         "toc": True,
         "comments": bool(series.get("comments", True)),
         "permalink": f"/posts/{article.slug}.html",
     }
+    for name in ("toc", "comments"):
+        if name not in theme["fields"]:
+            del data[name]
     if image is None:
         del data["image"]
     dumped = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1000)
@@ -938,7 +982,7 @@ def _exporter_config() -> Config:
 
 
 def render_post(
-    article: Article, series: dict, posts_dir: Path, assets_dir: Path, layout: str
+    article: Article, series: dict, posts_dir: Path, assets_dir: Path, theme: dict
 ) -> tuple[Path, str, dict[Path, bytes]]:
     """The post's path, its text and its figures (path: bytes)."""
     config = _exporter_config()
@@ -962,7 +1006,7 @@ def render_post(
     body = body.strip() + "\n"
     if "{{" in body or "{%" in body:  # keep Liquid away from code and outputs
         body = "{% raw %}\n" + body + "{% endraw %}\n"
-    text = front_matter(article, series, layout, image) + "\n" + body
+    text = front_matter(article, series, theme, image) + "\n" + body
     return posts_dir / article.post_name, text, figures
 
 
@@ -1021,8 +1065,10 @@ def render(
     assets_dir: Path | None = None,
     title: str = "Fast input pipelines for nail segmentation",
     extra_replacements: dict[str, str] | None = None,
-    layout: str = "post",
+    layout: str | None = None,
     today: dt.date | None = None,
+    theme: str = "minima",
+    repo_url: str | None = None,
 ) -> tuple[list[Path], list[Path]]:
     """Render every ``*.ipynb`` in ``notebooks_dir``; return (posts, site pages).
 
@@ -1031,20 +1077,29 @@ def render(
     """
     notebooks_dir, posts_dir, site_dir = Path(notebooks_dir), Path(posts_dir), Path(site_dir)
     assets_dir = Path(assets_dir) if assets_dir else posts_dir.parent / "assets" / "images"
-    today = today or dt.date.today()
+    # Posts dated after the build are left out by Jekyll: none is dated after now (or
+    # ``today``'s start, when given).
+    now = (dt.datetime.combine(today, dt.time(), dt.UTC) if today
+           else dt.datetime.now(dt.UTC).replace(microsecond=0))  # fmt: skip
     sources = sorted(notebooks_dir.glob("*.ipynb"))
     if not sources:
         raise BlogError(f"no notebooks in {notebooks_dir}: run `make course` first")
     replacements = machine_replacements(extra_replacements)
     series = load_series()
+    if repo_url is not None:
+        series["repository"] = repo_url
+    if theme not in THEMES:
+        raise BlogError(f"unknown theme {theme!r}: one of {', '.join(THEMES)}")
+    chosen = {**THEMES[theme], **({"layout": layout} if layout else {})}
     articles, errors = [], []
     for source in sources:
         try:
-            articles.append(load_article(source, replacements, today))
+            articles.append(load_article(source, replacements, now))
         except BlogError as error:
             errors.append(str(error))
     if errors:
         raise BlogError("cannot publish:\n  " + "\n  ".join(errors))
+    in_course_order(articles)
     pages = {a.number: a.page_name for a in articles if a.number is not None}
     for article in articles:
         prepare(article, series, pages)
@@ -1053,7 +1108,7 @@ def render(
     figures: dict[Path, bytes] = {}
     posts = []
     for index, article in enumerate(articles):
-        post, text, post_figures = render_post(article, series, posts_dir, assets_dir, layout)
+        post, text, post_figures = render_post(article, series, posts_dir, assets_dir, chosen)
         texts[post], posts = text, posts + [post]
         figures.update(post_figures)
         texts[site_dir / article.page_name] = render_page(articles, index)
@@ -1078,6 +1133,9 @@ def render(
             path.write_bytes(data)
     for warning in (w for a in articles for w in a.warnings):
         print(f"warning: {warning}", file=sys.stderr)
+    if not series.get("repository"):
+        print("warning: no repository to link from the posts: pass --repo-url (make blog "
+              "BLOG_REPO_URL=...) or set series.yml's repository", file=sys.stderr)
     return posts, [p for p in texts if p not in posts]
 
 
@@ -1088,10 +1146,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--site", type=Path, default=Path("build/site"))
     parser.add_argument("--assets", type=Path, help="default: <posts>/../assets/images")
     parser.add_argument(
-        "--layout",
-        default="post",
-        help="the posts' Jekyll layout: post (minima, fastpages), single (Minimal Mistakes)...",
-    )
+        "--theme", default="minima", choices=sorted(THEMES),
+        help="the Jekyll theme the posts are for: their layout and the front matter it reads",
+    )  # fmt: skip
+    parser.add_argument("--layout", help="another layout than the theme's post layout")
+    parser.add_argument(
+        "--repo-url", help="the course's repository, linked from every post (default: "
+        "series.yml's repository)",
+    )  # fmt: skip
     parser.add_argument(
         "--replace",
         action="append",
@@ -1104,7 +1166,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         posts, pages = render(
             args.notebooks, args.posts, args.site, args.assets, extra_replacements=extra,
-            layout=args.layout,
+            layout=args.layout, theme=args.theme, repo_url=args.repo_url or None,
         )  # fmt: skip
     except BlogError as error:
         print(f"error: {error}", file=sys.stderr)
