@@ -431,8 +431,8 @@ def _column_groups(widths: list[int], keep: int, budget: int) -> list[list[int]]
 
 
 def readable_table(table: str, budget: int = COLUMN_PX) -> str:
-    """A pandas HTML table for reading in a column: cells readable, rows with no value
-    dropped, and over ``budget`` px split into tables of column groups, each repeating the
+    """A pandas HTML table for reading in a column: cells readable, rows and columns with no
+    value dropped, and over ``budget`` px split into tables of column groups, each repeating the
     index."""
     sections = {name: [] for name in ("thead", "tbody")}
     for name, body in SECTION_RE.findall(table):
@@ -452,7 +452,10 @@ def readable_table(table: str, budget: int = COLUMN_PX) -> str:
     texts = texts[:heads] + body
     kept = [i for i, row in enumerate(texts) if i < heads or any(row[keep:])]
     widths = [max(_cell_px(html.escape(row[c])) for row in texts) for c in range(width)]
-    groups = _column_groups(widths, keep, budget)
+    empty = {c for c in range(keep, width) if not any(row[c] for row in body)}
+    widths = [0 if c in empty else w for c, w in enumerate(widths)]
+    groups = [[c for c in g if c not in empty] for g in _column_groups(widths, keep, budget)]
+    groups = [g for g in groups if g] or [[]]
     opening = re.match(r"<table\b[^>]*>", table).group()
     parts = []
     for group in groups:
