@@ -1,13 +1,15 @@
 """Blog posts and a browsable site from the executed course notebooks.
 
 ``python -m tools.publishing.blog --notebooks build/notebooks --posts build/blog/_posts
---site build/site [--layout post]`` writes
+--site build/site [--theme minima] [--repo-url URL]`` writes
 
-* one Jekyll post per notebook, ``<posts>/YYYY-MM-DD-<slug>.md``, dated the day the
-  notebook ran (papermill's or the kernel's timestamps, else its ``blog.date``), never after
-  today; front matter ``layout``, ``title`` (the first heading without its number),
+* one Jekyll post per notebook, ``<posts>/YYYY-MM-DD-<slug>.md``, dated when the notebook
+  ran (papermill's or the kernel's timestamps, else its ``blog.date``), never after the
+  build, each at least a minute before the next notebook's (a theme lists them in course
+  order); front matter ``layout``, ``title`` (the first heading without its number),
   ``description``, ``author``, ``date``, ``categories``, ``image`` (the first figure),
-  ``toc``, ``comments`` and ``permalink``; figures in ``<posts>/../assets/images/<slug>/``
+  ``permalink``, and ``toc``/``comments`` only for a theme that reads them (``THEMES``,
+  docs/posts.md); figures in ``<posts>/../assets/images/<slug>/``
   linked relatively (the permalink is one level deep, so the same relative link works on
   disk and in the built blog, whatever its ``baseurl``);
 * a self-contained static site: ``<site>/index.html`` and one page per notebook (figures
@@ -21,9 +23,10 @@ works in Jekyll and in the site).
 Both are rendered with nbconvert from a cleaned copy of each notebook: ANSI codes removed;
 carriage-return progress collapsed to its last state; Python warnings dropped from stderr,
 which then reads as plain output; matplotlib reprs dropped; ``<style>`` blocks removed from
-HTML outputs; tables over 20 rows and logs over 40 lines shortened to head and tail; figures
-given alt text (the output's ``alt`` or ``title`` metadata, else the cell's plot title, else
-the nearest heading); papermill's injected parameters labelled. Local paths are rewritten
+HTML outputs; tables made readable (no NaN, ranges as "972–1050") and split into column
+groups to fit a 740 px column, printed tables likewise and long printed lines wrapped; tables
+over 20 rows and logs over 40 lines shortened to head and tail; figures given alt text
+(``figure_alt``); papermill's injected parameters labelled. Local paths are rewritten
 from where each notebook ran: the repository root found in its outputs and papermill paths
 becomes relative, home folders ``~``, site-packages ``<site-packages>``, ``/tmp`` ``<tmp>``
 (``--replace`` adds more); a render that still shows an absolute local path fails, naming
