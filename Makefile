@@ -44,11 +44,15 @@ $(BUILD)/notebooks/%.ipynb: notebooks/%.ipynb $(ENV_STAMP)
 
 # The published edition: the notebooks as executed on an H100 (gpu profile), committed in published/.
 # `make blog BLOG_FROM=build/notebooks` renders your own run instead.
-# BLOG_LAYOUT is the posts' Jekyll layout: post (minima, fastpages), single (Minimal Mistakes)...
+# BLOG_THEME is the Jekyll theme the posts are for (minima, fastpages, minimal-mistakes: their
+# post layout and the front matter it reads; docs/posts.md); BLOG_LAYOUT another layout.
+# BLOG_REPO_URL is the repository each post links to: by default the git remote `origin`.
 BLOG_FROM ?= $(if $(wildcard published/*.ipynb),published,$(BUILD)/notebooks)
-BLOG_LAYOUT ?= post
+BLOG_THEME ?= minima
+BLOG_LAYOUT ?=
+BLOG_REPO_URL ?= $(shell git remote get-url origin 2>/dev/null | sed -E 's#^git@([^:]+):#https://\1/#; s#\.git$$##')
 blog: env  ## render the published edition into Jekyll posts (build/blog) and a static site (build/site)
-	$(PY) -m tools.publishing.blog --notebooks $(BLOG_FROM) --posts $(BUILD)/blog/_posts --site $(BUILD)/site --layout $(BLOG_LAYOUT)
+	$(PY) -m tools.publishing.blog --notebooks $(BLOG_FROM) --posts $(BUILD)/blog/_posts --site $(BUILD)/site --theme $(BLOG_THEME) $(if $(BLOG_LAYOUT),--layout $(BLOG_LAYOUT)) $(if $(BLOG_REPO_URL),--repo-url $(BLOG_REPO_URL))
 
 export: env  ## sync each notebook with its .py copy, then write the exported cells into nailseg_common
 	$(VENV)/bin/jupytext --sync --quiet $(NOTEBOOKS)
@@ -71,11 +75,14 @@ lab: env  ## JupyterLab with the course's kernel registered
 	$(VENV)/bin/jupyter lab notebooks
 
 # The blog tests open the rendered site in a real headless browser and build the posts with
-# a real Jekyll (Debian's packages; installed when missing and running as root).
+# a real Jekyll and the minima theme (Debian's packages; installed when missing and running
+# as root).
+BROWSER_PACKAGES := chromium jekyll jekyll-theme-minima ruby-jekyll-seo-tag ruby-jekyll-feed
 browser:
-	@for tool in chromium jekyll; do command -v $$tool >/dev/null || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends $$tool >/dev/null; \
-	  else echo "$$tool is missing: run 'sudo apt-get install $$tool' (needed by tests/test_blog.py)"; exit 1; fi; }; done
+	@missing=$$(for pkg in $(BROWSER_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$pkg 2>/dev/null | grep -q '^install ok installed' || echo $$pkg; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	  else echo "missing: run 'sudo apt-get install $$(echo $$missing)' (needed by tests/test_blog.py)"; exit 1; fi; fi
 
 clean:  ## remove executed notebooks, posts, logs and generated data (keeps the environment)
 	rm -rf $(BUILD) runs data/synthetic-* data/prepared data/.[!.]*

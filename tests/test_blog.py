@@ -2,12 +2,16 @@
 built by a real Jekyll and opened in a real browser."""
 
 import base64
+import contextlib
 import datetime as dt
+import functools
+import http.server
 import json
 import os
 import re
 import shutil
 import subprocess
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -31,6 +35,27 @@ BLOG_META = {
 RAN = "2026-11-20T23:30:00+00:00"  # papermill's start_time of the first notebook
 SERIES = blog.load_series()
 LONG_TEXT = "a policy parameter list that pandas would cut at fifty characters, kept whole"
+REPO_URL = "https://example.org/course/nailseg"
+VERDICT = ("-> kornia and dali are within the noise: the lead is 0.4 standard errors, not more "
+           "than two; either will do, and more photos would tell them apart")
+# What pandas prints for a benchmark: ranges of floats, <NA>, NaN, whole floats, wide.
+WIDE_TABLE = """import numpy as np
+import pandas as pd
+wide = pd.DataFrame({
+    "workers": pd.array([4, 15, None], dtype="Int64"),
+    "loader img/s": [294.83, 1026.64, np.nan],
+    "loader min-max": ["271-307", "972-1.05e+03", "3.26e+03-3.62e+03"],
+    "train img/s": [276.92, 468.25, 819.1],
+    "train min-max": ["263-334", "451-511", "815-822"],
+    "ratio to bound": [0.34, 0.57, 1.0],
+    "GPU util %": [32.44, 59.71, 100.0],
+    "CPU util %": [40.29, 39.61, 6.23],
+    "batch": [32.0, 32.0, 60.0],
+    "validation": [np.nan] * 3,
+}, index=pd.Index(["albumentations_w4", "kornia_png_sequential", "bound (batches on device)"],
+                  name="pipeline"))
+wide.loc["empty"] = [pd.NA, np.nan, np.nan, np.nan, np.nan, np.nan, np.nan, np.nan, np.nan, np.nan]
+wide"""
 
 GOOD_CELLS = [
     new_markdown_cell(
@@ -111,12 +136,16 @@ def rendered(tmp_path_factory):
     execute(GOOD_CELLS, notebooks / "01_test_post.ipynb", papermill={"start_time": RAN})
     second = {**BLOG_META, "date": "2999-01-01"}  # no run time, and in the future
     execute(
-        [new_markdown_cell("# 02 · Second post\n\nMore, after notebook 01."),
-         new_code_cell('print("second")')],
+        [new_markdown_cell("# 02 · Second post\n\nMore, after notebook 01. This is part III "
+                           "of the original series."),
+         new_code_cell('print("second")'),
+         new_code_cell(WIDE_TABLE),
+         new_code_cell(f'print("{VERDICT}")\nprint(wide.to_string())')],
         notebooks / "02_second.ipynb",
         blog_meta=second,
     )  # fmt: skip
-    args = ["--notebooks", notebooks, "--posts", root / "blog/_posts", "--site", root / "site"]
+    args = ["--notebooks", notebooks, "--posts", root / "blog/_posts", "--site", root / "site",
+            "--repo-url", REPO_URL]
     assert blog.main([str(a) for a in args]) == 0
     return root
 
@@ -139,21 +168,19 @@ def test_posts_have_valid_front_matter_and_dates_from_the_run(rendered):
     assert [p.name for p in posts] == ["2026-11-20-01-test-post.md", f"{today}-02-second.md"]
     meta, _ = split_post(posts[0])
     image = meta.pop("image")
-    assert meta == {
+    assert meta == {  # minima's post layout: no toc, no comments flag
         "layout": "post",
         "title": TITLE,
         "description": BLOG_META["description"],
         "author": SERIES["author"],
-        "date": dt.date(2026, 11, 20),  # the day it ran, not its blog date
+        "date": "2026-11-20 23:30:00 +0000",  # when it ran, not its blog date
         "categories": ["testing", "jekyll"],
-        "toc": True,
-        "comments": True,
         "permalink": "/posts/01-test-post.html",
     }
     assert re.fullmatch(r"/assets/images/01-test-post/[\w-]+\.png", image)
     assert (rendered / "blog" / image.lstrip("/")).is_file()
     second, _ = split_post(posts[1])
-    assert second["title"] == "Second post" and second["date"] == today  # 2999 clamped
+    assert second["title"] == "Second post" and second["date"].startswith(str(today))  # clamped
     assert "image" not in second
 
 
@@ -164,6 +191,21 @@ def test_dates_are_never_after_the_run_nor_today(tmp_path):
         tmp_path, tmp_path / "_posts", tmp_path / "site", today=dt.date(2026, 11, 24)
     )
     assert [p.name for p in posts] == ["2026-11-24-03-later.md"]
+
+
+def test_posts_are_dated_in_course_order_with_the_fields_their_theme_reads(tmp_path):
+    for name, ran in (("01_first", "2026-11-20T10:00:00+00:00"),
+                      ("02_second", "2026-11-20T09:00:00+00:00")):  # ran before 01
+        execute([new_markdown_cell(f"# {name}")], tmp_path / f"{name}.ipynb",
+                papermill={"start_time": ran})
+    posts, _ = blog.render(tmp_path, tmp_path / "_posts", tmp_path / "site", theme="fastpages")
+    first, second = (split_post(post)[0] for post in posts)
+    assert first["date"] == "2026-11-20 08:59:00 +0000"  # moved a minute before 02
+    assert second["date"] == "2026-11-20 09:00:00 +0000"
+    assert first["toc"] is True and first["comments"] is True and first["layout"] == "post"
+    posts, _ = blog.render(tmp_path, tmp_path / "_posts", tmp_path / "site",
+                           theme="minimal-mistakes")  # fmt: skip
+    assert split_post(posts[0])[0]["layout"] == "single"
 
 
 def test_every_image_link_resolves_and_has_alt_text(rendered):
@@ -182,6 +224,18 @@ def test_every_image_link_resolves_and_has_alt_text(rendered):
         assert target.parent == rendered / "blog/assets/images/01-test-post"
 
 
+def test_alt_text_says_what_the_figure_shows():
+    described = {"plot_bars": ("Bars of images/s per pipeline", True),
+                 "plot_sets": ("One panel per result", True)}
+    alt = blog.figure_alt({}, "plot_sets(results, plot_bars)\nplt.show()", "Results", described)
+    assert alt == "Bars of images/s per pipeline"  # the function passed, drawing each panel
+    assert blog.figure_alt({}, "# alt: two curves\nplot_sets(r)", "Results", described) == (
+        "two curves"
+    )
+    assert blog.figure_alt({}, "plot_sets(r)", "Results", described) == "One panel per result"
+    assert blog.package_docstrings()["plot_training_curves"][0].startswith("Loss and validation")
+
+
 def test_posts_open_with_the_series_and_link_out(rendered):
     body = post_body(rendered, "01-test-post")
     original, part = SERIES["original"], SERIES["original"]["parts"]["I"]
@@ -193,6 +247,11 @@ def test_posts_open_with_the_series_and_link_out(rendered):
         assert len(re.findall(r"\]\(https?://", post_body(rendered, slug))) >= 3, slug
     second = post_body(rendered, "02-second")
     assert "This post remakes [part III" in second and "[notebook 01](01-test-post.html)" in second
+    for slug in ("01-test-post", "02-second"):
+        assert f"[the course's repository]({REPO_URL})" in post_body(rendered, slug)
+    # "part III of the original series": the part links to the part, the series to its index
+    assert re.search(r"\[part III\]\(\S+part3\.html\) of the \[original series\]\("
+                     + re.escape(SERIES["original"]["index"]) + r"\)", second)
 
 
 def test_prose_links_first_mentions_and_every_notebook(rendered):
@@ -243,6 +302,35 @@ def test_outputs_are_shortened_whole_and_unstyled(rendered):
     page = (rendered / "site/01-test-post.html").read_text(encoding="utf-8")
     assert "<pre>styled output</pre>" in page and "<style>pre { color: red }" not in page
     assert 'data-mime-type="application/vnd.jupyter.stderr"' not in page  # plain, not pink
+
+
+def test_tables_and_printed_output_fit_the_column(rendered):
+    body = post_body(rendered, "02-second")
+    tables = re.findall(r"<table.*?</table>", body, re.DOTALL)
+    assert len(tables) >= 2  # split into column groups
+    for table in tables:
+        assert "albumentations_w4" in table  # the index repeated in every group
+        widths = [sum(blog._cell_px(c) for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row))
+                  for row in re.findall(r"<tr.*?</tr>", table, re.DOTALL)]  # fmt: skip
+        assert max(widths) <= blog.COLUMN_PX
+    cells = " ".join(tables)
+    assert "NaN" not in cells and "&lt;NA&gt;" not in cells and "e+03" not in cells
+    assert "<td>972–1050</td>" in cells and "<td>3260–3620</td>" in cells
+    assert "<td>32</td>" in cells and "32.0" not in cells
+    assert ">empty</th>" not in cells and ">validation</th>" not in cells  # no value: dropped
+    outputs = [line[4:] for line in body.splitlines()
+               if line.startswith("    ") and not line.startswith("    <")]
+    assert max(len(line) for line in outputs) <= blog.TEXT_COLUMNS
+    assert "either will do" in body and "more photos would tell them apart" in body
+    printed = "\n".join(outputs)
+    assert "972–1050" in printed and "NaN" not in printed and "<NA>" not in printed
+    assert printed.count("kornia_png_sequential") >= 3  # the printed table in groups too
+
+
+def test_readable_cells():
+    assert [blog.readable_cell(c) for c in ("NaN", "<NA>", "972-1.05e+03", "batch 32.0",
+                                             "2026-11-23", "0.000000e+00", "-0.5", "a-b")] == [
+        "", "", "972–1050", "batch 32", "2026-11-23", "0", "-0.5", "a-b"]
 
 
 def test_a_table_pandas_cut_is_named(tmp_path, capsys):
@@ -372,38 +460,57 @@ def jekyll_executable() -> str:
     )
 
 
-JEKYLL_LAYOUT = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{{ page.title }}</title></head>
-<body><h1>{{ page.title }}</h1><p class="date">{{ page.date | date: "%Y-%m-%d" }}</p>
-{{ content }}</body></html>
+JEKYLL_CONFIG = """title: course
+markdown: kramdown
+theme: minima
+plugins: [jekyll-feed, jekyll-seo-tag]
 """
 
 
 def jekyll_build(site_source: Path) -> Path:
-    """Build ``site_source`` (holding ``_posts``) with Debian's jekyll, theme-free."""
-    (site_source / "_config.yml").write_text("title: course\nmarkdown: kramdown\n")
-    (site_source / "_layouts").mkdir(exist_ok=True)
-    (site_source / "_layouts/post.html").write_text(JEKYLL_LAYOUT)
+    """Build ``site_source`` (holding ``_posts``) with Debian's jekyll and minima, the theme
+    ``layout: post`` is made for (Debian's jekyll-theme-minima, ruby-jekyll-seo-tag,
+    ruby-jekyll-feed: make browser installs them)."""
+    (site_source / "_config.yml").write_text(JEKYLL_CONFIG)
+    (site_source / "index.md").write_text("---\nlayout: home\n---\n")
     destination = site_source.parent / "_site"
     result = subprocess.run(
         [jekyll_executable(), "build", "--source", str(site_source), "--destination",
          str(destination)],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr
+    output = result.stdout + result.stderr
+    if result.returncode and "minima theme could not be found" in output:
+        message = "the minima theme is missing: apt-get install -y jekyll-theme-minima " \
+                  "ruby-jekyll-seo-tag ruby-jekyll-feed (make browser does)"  # fmt: skip
+        pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
+    assert result.returncode == 0, output
+    assert "does not exist" not in output, output  # a layout the theme lacks
     return destination
 
 
 def check_jekyll_site(posts: list[Path], built: Path) -> None:
-    """Every post is in ``built`` at its permalink, and its relative links resolve."""
+    """Every post is in ``built`` at its permalink in minima's post layout, with its title
+    and date, and its relative links resolve; minima's home lists them in course order."""
     for post in posts:
         meta, _ = split_post(post)
         page = built / meta["permalink"].lstrip("/")
         assert page.is_file(), f"{post.name} is not in _site (dated after today?)"
         text = page.read_text(encoding="utf-8")
-        assert f"<h1>{meta['title']}</h1>" in text.replace("&amp;", "&")
+        assert re.search(r'<h1 class="post-title[^"]*"[^>]*>\s*' + re.escape(html_text(meta["title"]))
+                         + r"\s*</h1>", text), f"{page.name}: no title in minima's layout"
+        assert f'datetime="{meta["date"][:10]}T{meta["date"][11:19]}' in text, page.name
         for link in re.findall(r'(?:href|src)="([^"#:]+)"', text):
+            if link.startswith("/"):  # the theme's own: the stylesheet, the feed, home
+                continue
             assert (page.parent / link).resolve().is_file(), f"{page.name}: {link}"
+    home = (built / "index.html").read_text(encoding="utf-8")
+    listed = re.findall(r'class="post-link" href="[^"]*/posts/([^"/]+)\.html"', home)
+    assert listed == sorted(listed, reverse=True) and len(listed) == len(posts), listed
+
+
+def html_text(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def test_jekyll_builds_every_post(rendered):
@@ -425,6 +532,28 @@ def chromium_executable() -> str:
     if os.environ.get("CI"):
         pytest.fail("chromium is missing in CI: apt-get install -y chromium")
     pytest.skip("chromium not installed (apt-get install -y chromium); CI always runs this")
+
+
+LOCAL_HTTP = "http://127.0.0.1:"
+
+
+@contextlib.contextmanager
+def serve(folder: Path):
+    """``folder`` over HTTP on a free local port (a Jekyll site links its CSS from ``/``)."""
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder))
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"{LOCAL_HTTP}{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 class DevTools:
@@ -492,7 +621,7 @@ class DevTools:
             elif method == "Log.entryAdded" and params["entry"]["level"] == "error":
                 problems.append(f"{params['entry']['text']} {params['entry'].get('url', '')}")
             elif method == "Network.requestWillBeSent":
-                if not params["request"]["url"].startswith(("file:", "data:")):
+                if not params["request"]["url"].startswith(("file:", "data:", LOCAL_HTTP)):
                     problems.append(f"external request {params['request']['url']}")
             elif method == "Network.loadingFailed":
                 problems.append(f"failed to load: {params['errorText']}")
@@ -556,3 +685,76 @@ def test_site_opens_in_a_browser_without_console_errors(browser, rendered, tmp_p
     page_shot = browser.screenshot(tmp_path / "page.png")
     for shot in (index_shot, page_shot):
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+# -- the theme's column -------------------------------------------------------------------
+
+THEME_WIDTH = 800  # minima's page: a 740 px column and its margins
+FITS = """(() => {
+  const root = document.documentElement, column = document.querySelector('.post-content');
+  const wide = (e) => e.getBoundingClientRect().width > column.clientWidth + 1;
+  return {page: [root.scrollWidth, root.clientWidth],
+          tables: Array.from(column.querySelectorAll('table'), t => t.offsetWidth)
+                       .filter(w => w > column.clientWidth + 1),
+          outputs: Array.from(column.querySelectorAll('pre'))
+                        .filter(p => !p.closest('.highlighter-rouge'))
+                        .filter(p => p.scrollWidth > p.clientWidth + 1)
+                        .map(p => p.innerText.slice(0, 80)),
+          images: Array.from(column.querySelectorAll('img')).filter(wide).length};
+})()"""
+
+
+def check_fits(browser, url: str, shot: Path) -> dict:
+    """Open a built post at the theme's width; screenshot it; what does not fit."""
+    browser.call("Emulation.setDeviceMetricsOverride", width=THEME_WIDTH, height=1000,
+                 deviceScaleFactor=1, mobile=False)  # fmt: skip
+    assert [p for p in browser.open(url) if "/favicon.ico" not in p] == []
+    assert browser.evaluate("getComputedStyle(document.body).fontFamily").count("Helvetica")
+    fits = browser.evaluate(FITS)
+    browser.screenshot(shot)
+    return fits
+
+
+def assert_fits(fits: dict, name: str) -> None:
+    width, client = fits["page"]
+    assert width == client, f"{name}: the page scrolls sideways ({width} > {client} px)"
+    assert not fits["tables"], f"{name}: tables wider than the column: {fits['tables']}"
+    assert not fits["outputs"], f"{name}: output hidden behind sideways scrolling: {fits['outputs']}"
+    assert not fits["images"], name
+
+
+def test_a_post_fits_the_theme_column(browser, rendered, tmp_path):
+    built = rendered / "_site"
+    if not built.exists():
+        built = jekyll_build(rendered / "blog")
+    shot = tmp_path / "02-second.png"
+    with serve(built) as site:
+        fits = check_fits(browser, f"{site}/posts/02-second.html", shot)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+    assert_fits(fits, "02-second")
+
+
+PUBLISHED = paths.REPO_ROOT / "published"
+
+
+@pytest.mark.skipif(not list(PUBLISHED.glob("*.ipynb")), reason="no published notebooks")
+def test_published_posts_fit_the_theme_column(browser, tmp_path, monkeypatch):
+    """The published edition, rendered from another HOME, built with minima: every post at
+    the theme's width, without sideways scrolling (screenshots in $BLOG_SCREENSHOTS if set)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "elsewhere"))
+    posts, _ = blog.render(PUBLISHED, tmp_path / "blog/_posts", tmp_path / "site",
+                           repo_url=REPO_URL)  # fmt: skip
+    built = jekyll_build(tmp_path / "blog")
+    check_jekyll_site(posts, built)
+    shots = Path(os.environ.get("BLOG_SCREENSHOTS") or tmp_path / "shots")
+    shots.mkdir(parents=True, exist_ok=True)
+    problems = []
+    with serve(built) as site:
+        for post in posts:
+            meta, _ = split_post(post)
+            fits = check_fits(browser, site + meta["permalink"], shots / f"{post.stem}.png")
+            try:
+                assert_fits(fits, post.stem)
+            except AssertionError as error:
+                problems.append(str(error))
+    assert not problems, "\n".join(problems)

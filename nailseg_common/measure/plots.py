@@ -1,8 +1,8 @@
-"""The course's plots and tables, notebook 08's two-GPU report among them.
+"""The course's plots and tables, notebook 08's two-GPU report among them, drawn for a blog
+column of 740 px: at most ``COLUMN_INCHES`` wide (a wider figure is scaled down as a whole),
+no text under ``MIN_FONT`` points, at most two panels of axes side by side.
 
-Plots the notebooks show.
-
-The tables and plots of notebook 08: the four launches of the training script combined into
+For notebook 08, the four launches of the training script combined into
 one record, shown the same way for this run and for the committed two-GPU results.
 """
 
@@ -17,6 +17,17 @@ import pandas as pd
 from IPython.display import display
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+COLUMN_INCHES = 7.2  # a 740 px column at 100 dpi, with room for tight bounding boxes
+MIN_FONT = 9
+
+
+def _subplots(*args, figsize=(6.4, 4.8), **kwargs):
+    """``plt.subplots`` with ``figsize`` scaled down to at most ``COLUMN_INCHES`` wide."""
+    width, height = figsize
+    if width > COLUMN_INCHES:
+        width, height = COLUMN_INCHES, height * COLUMN_INCHES / width
+    return plt.subplots(*args, figsize=(width, height), **kwargs)
+
 # --- benchmark (notebook 05) ---------------------------------------------------------
 
 
@@ -28,10 +39,10 @@ def _bench_title(ax, results: dict, what: str) -> None:
 def _pipeline_axis(ax, names: list[str]) -> None:
     """Pipelines as rows, the first on top (horizontal bars: long names never overlap), and
     the legend below the axes, where it hides no bar."""
-    ax.set_yticks(range(len(names)), names, fontsize=8)
+    ax.set_yticks(range(len(names)), names, fontsize=MIN_FONT)
     ax.set_ylim(len(names) - 0.5, -0.5)
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
+        ax.legend(fontsize=MIN_FONT, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
 
 
 def plot_benchmark_throughput(results: dict, ax=None):
@@ -41,7 +52,7 @@ def plot_benchmark_throughput(results: dict, ax=None):
 
     names = list(results["pipelines"])
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 2.0 + 0.5 * len(names)))
+        _, ax = _subplots(figsize=(8, 2.0 + 0.5 * len(names)))
     y = np.arange(len(names))
     for offset, key, colour in ((-0.2, "loader", "tab:blue"), (0.2, "train", "tab:orange")):
         stats = [results["pipelines"][n][key] for n in names]
@@ -71,10 +82,10 @@ def plot_ratio_to_bound(results: dict, targets=(), ax=None):
     apply marked."""
     names = list(results["pipelines"])
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 2.0 + 0.4 * len(names)))
+        _, ax = _subplots(figsize=(8, 2.0 + 0.4 * len(names)))
     ratios = [results["pipelines"][n]["train_ratio_to_bound"] for n in names]
     bars = ax.barh(range(len(names)), ratios, color="tab:orange")
-    ax.bar_label(bars, fmt="%.2f", fontsize=8, padding=2)
+    ax.bar_label(bars, fmt="%.2f", fontsize=MIN_FONT, padding=2)
     for target in targets:
         if target.metric == "train_ratio_to_bound" and target.pipeline in names:
             i = names.index(target.pipeline)
@@ -91,7 +102,7 @@ def plot_ratio_to_bound(results: dict, targets=(), ax=None):
 def plot_worker_scaling(results: dict, ax=None):
     """Albumentations images/s against CPU workers, with the GPU pipelines and the bound as lines."""
     if ax is None:
-        _, ax = plt.subplots(figsize=(6, 4))
+        _, ax = _subplots(figsize=(6, 4))
     albu = sorted((p for p in results["pipelines"].values() if p["family"] == "albumentations"),
                   key=lambda p: p["num_workers"])
     workers = [p["num_workers"] for p in albu]
@@ -107,19 +118,20 @@ def plot_worker_scaling(results: dict, ax=None):
     ax.set_xlabel("DataLoader workers")
     ax.set_ylabel("images / s")
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=MIN_FONT)
     _bench_title(ax, results, "Scaling with CPU workers")
     return ax
 
 def plot_benchmark_sets(result_sets: dict, plot, **kwargs):
-    """One panel per benchmark result (``{name: results}``), side by side, drawn by ``plot(results, ax=...)``."""
+    """One panel per benchmark result (``{name: results}``), one above the other, drawn by ``plot(results, ax=...)``."""
     if not result_sets:
         raise ValueError("No benchmark results to plot: set run_live = True, or commit "
                          "results/benchmark_h100.json (python -m nailseg_common.measure.benchmark --profile gpu).")
     rows = max(len(results["pipelines"]) for results in result_sets.values())
-    fig, axes = plt.subplots(1, len(result_sets), figsize=(7 * len(result_sets), max(3.5, 2.5 + 0.45 * rows)),
-                             squeeze=False)
-    for ax, (name, results) in zip(axes[0], result_sets.items()):
+    # one panel per row: two horizontal bar charts side by side leave no room for the names
+    fig, axes = _subplots(len(result_sets), 1, squeeze=False,
+                          figsize=(COLUMN_INCHES, len(result_sets) * max(3.5, 2.7 + 0.45 * rows)))
+    for ax, (name, results) in zip(axes[:, 0], result_sets.items()):
         plot(results, ax=ax, **kwargs)
         ax.set_title(f"{name}: {ax.get_title()}", fontsize=9)
     fig.tight_layout()
@@ -138,7 +150,7 @@ def plot_samples_by_type(table, per_type: int = 4, seed: int = 0):
     import numpy as np
 
     types = sorted(table["type"].unique())
-    fig, axes = plt.subplots(len(types), per_type, figsize=(2.6 * per_type, 2.3 * len(types)),
+    fig, axes = _subplots(len(types), per_type, figsize=(2.6 * per_type, 2.3 * len(types)),
                              squeeze=False)
     rng = np.random.default_rng(seed)
     for row, kind in zip(axes, types):
@@ -153,7 +165,7 @@ def plot_samples_by_type(table, per_type: int = 4, seed: int = 0):
             overlay[mask] = (0.45 * overlay[mask] + (0, 140, 0)).astype(np.uint8)
             ax.imshow(overlay)
             ax.contour(mask, levels=[0.5], colors="yellow", linewidths=0.6)
-            ax.set_title(f"type {kind}  {image.shape[1]}x{image.shape[0]}", fontsize=8)
+            ax.set_title(f"type {kind}  {image.shape[1]}x{image.shape[0]}", fontsize=MIN_FONT)
     fig.suptitle("Samples per type, nail masks overlaid in green")
     fig.tight_layout()
     return fig
@@ -161,7 +173,7 @@ def plot_samples_by_type(table, per_type: int = 4, seed: int = 0):
 
 def plot_synthetic_samples(samples):
     """Synthetic samples ``(type, image, mask)`` side by side, each image above its mask."""
-    fig, axes = plt.subplots(2, len(samples), figsize=(3 * len(samples), 5.5), squeeze=False)
+    fig, axes = _subplots(2, len(samples), figsize=(3 * len(samples), 5.5), squeeze=False)
     for column, (kind, image, mask) in enumerate(samples):
         axes[0, column].imshow(image)
         axes[0, column].set_title(f"type {kind}: {image.shape[1]}x{image.shape[0]}", fontsize=9)
@@ -174,7 +186,7 @@ def plot_synthetic_samples(samples):
 
 def plot_image_sizes(table):
     """Width against height per type, and the spread of aspect ratios."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
+    fig, (left, right) = _subplots(1, 2, figsize=(10, 3.8))
     types = sorted(table["type"].unique())
     for kind in types:
         part = table[table["type"] == kind]
@@ -182,10 +194,10 @@ def plot_image_sizes(table):
     left.set_xlabel("width (px)")
     left.set_ylabel("height (px)")
     left.set_title("Image sizes")
-    left.legend(fontsize=8)
+    left.legend(fontsize=MIN_FONT)
     right.hist([table[table["type"] == k]["width"] / table[table["type"] == k]["height"]
                 for k in types], bins=20, stacked=True, label=[f"type {k}" for k in types])
-    right.legend(fontsize=8)
+    right.legend(fontsize=MIN_FONT)
     right.set_xlabel("aspect ratio (width / height)")
     right.set_ylabel("images")
     right.set_title("Aspect ratios")
@@ -198,7 +210,7 @@ def plot_nail_fraction(table, ax=None):
     import numpy as np
 
     if ax is None:
-        _, ax = plt.subplots(figsize=(6, 3.8))
+        _, ax = _subplots(figsize=(6, 3.8))
     types = sorted(table["type"].unique())
     values = [100 * table[table["type"] == k]["nail_fraction"] for k in types]
     ax.boxplot(values, showfliers=False)
@@ -222,7 +234,7 @@ def plot_augmentation_gallery(panels: dict, max_images: int = 4):
     """
     names = list(panels)
     count = min(max_images, len(next(iter(panels.values()))[0]))
-    fig, axes = plt.subplots(count, len(names), figsize=(2.4 * len(names), 2.4 * count), squeeze=False)
+    fig, axes = _subplots(count, len(names), figsize=(2.4 * len(names), 2.4 * count), squeeze=False)
     for column, name in enumerate(names):
         images, masks = panels[name]
         axes[0, column].set_title(name, fontsize=9)
@@ -240,7 +252,7 @@ def plot_share_of_bound(shares: dict, title: str, target: float | None = None, a
     """Horizontal bars: each pipeline's training rate as a share of the bound (1.0), top down
     in the order of ``shares`` (``{name: share}``), with an optional dotted target line."""
     if ax is None:
-        _, ax = plt.subplots(figsize=(7, 0.6 + 0.5 * len(shares)))
+        _, ax = _subplots(figsize=(7, 0.6 + 0.5 * len(shares)))
     ax.barh(list(shares), list(shares.values()), color="tab:purple")
     ax.invert_yaxis()
     if target is not None:
@@ -261,7 +273,9 @@ def plot_training_curves(runs: dict, x: str = "epoch"):
     validation, dashed lines training; Dice and IoU are hard
     (threshold 0.5, per image, averaged).
     """
-    fig, (loss_ax, dice_ax, iou_ax) = plt.subplots(1, 3, figsize=(13, 3.5))
+    fig, axes = _subplots(2, 2, figsize=(COLUMN_INCHES, 6.4))  # two panels a row
+    loss_ax, dice_ax, iou_ax, spare = axes.flat
+    spare.axis("off")
     for index, (label, metrics) in enumerate(runs.items()):
         colour, valid = f"C{index}", metrics.dropna(subset=["val_dice"])  # validated epochs
         marker = "o" if len(valid) < 30 else None
@@ -271,12 +285,12 @@ def plot_training_curves(runs: dict, x: str = "epoch"):
                      label=f"{label}, validation")
         dice_ax.plot(valid.index, valid["val_dice"], color=colour, marker=marker, label=label)
         iou_ax.plot(valid.index, valid["val_iou"], color=colour, marker=marker, label=label)
-    loss_ax.set(xlabel=x, ylabel="Lovász hinge + cross-entropy + soft-Dice loss",
+    loss_ax.set(xlabel=x, ylabel="Lovász + CE + soft-Dice loss",
                 title="Loss")
     dice_ax.set(xlabel=x, ylim=(0, 1), title="Validation Dice (threshold 0.5)")
     iou_ax.set(xlabel=x, ylim=(0, 1), title="Validation IoU (threshold 0.5)")
     for ax in (loss_ax, dice_ax, iou_ax):
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=MIN_FONT)
     fig.tight_layout()
     return fig
 
@@ -285,7 +299,7 @@ def plot_learning_curve(curve, zero_shot: float | None = None):
     """Mean hard Dice against training photos, one line per start with ± one standard error
     as bars (``curve``: columns ``start``, ``photos``, ``dice``, ``se``), and the zero-shot
     Dice as a dotted line when given."""
-    fig, ax = plt.subplots(figsize=(6, 3.8))
+    fig, ax = _subplots(figsize=(6, 3.8))
     for index, (start, points) in enumerate(curve.sort_values("photos").groupby("start", sort=False)):
         ax.errorbar(points["photos"], points["dice"], yerr=points["se"], color=f"C{index}",
                     marker="o", capsize=3, label=start)
@@ -295,7 +309,7 @@ def plot_learning_curve(curve, zero_shot: float | None = None):
     ax.set_xticks(sorted(curve["photos"].unique()), labels=sorted(curve["photos"].unique()))
     ax.set(xlabel="training photos per fold", ylabel="hard Dice on held-out photos",
            title="Learning curve (mean ± standard error over held-out photos)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=MIN_FONT)
     fig.tight_layout()
     return fig
 
@@ -306,7 +320,7 @@ def plot_predictions(images, masks, probabilities, scores=None, max_images: int 
     ``masks`` and ``probabilities`` N×H×W; ``scores`` (e.g. per-image IoU) titles the columns.
     """
     count = min(max_images, len(images))
-    fig, axes = plt.subplots(2, count, figsize=(2.6 * count, 5.4), squeeze=False)
+    fig, axes = _subplots(2, count, figsize=(2.6 * count, 5.4), squeeze=False)
     for column in range(count):
         top, bottom = axes[0, column], axes[1, column]
         top.imshow(images[column].clip(0, 1))
@@ -326,10 +340,10 @@ def plot_predictions(images, masks, probabilities, scores=None, max_images: int 
 def plot_overlays(paths, max_images: int = 4):
     """The first ``max_images`` overlay images of ``paths`` in a row, titled by file name."""
     count = max(1, min(max_images, len(paths)))
-    fig, axes = plt.subplots(1, count, figsize=(3.2 * count, 3.4), squeeze=False)
+    fig, axes = _subplots(1, count, figsize=(3.2 * count, 3.4), squeeze=False)
     for ax, path in zip(axes[0], paths):
         ax.imshow(plt.imread(path))
-        ax.set_title(Path(path).name, fontsize=8)
+        ax.set_title(Path(path).name, fontsize=MIN_FONT)
     for ax in axes[0]:
         ax.axis("off")
     fig.tight_layout()
@@ -345,7 +359,7 @@ def plot_batch_gallery(batch: dict, max_images: int = 8, columns: int = 4, title
     images, labels = host(batch["image"])[:max_images], host(batch["label"])[:max_images]
     images = images.transpose(0, 2, 3, 1) / (255.0 if images.dtype.kind == "u" else 1.0)
     rows = -(-len(images) // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(2.4 * columns, 2.4 * rows), squeeze=False)
+    fig, axes = _subplots(rows, columns, figsize=(2.4 * columns, 2.4 * rows), squeeze=False)
     for index, ax in enumerate(axes.flat):
         ax.set_axis_off()
         if index < len(images):
@@ -364,7 +378,7 @@ def plot_batch_gallery(batch: dict, max_images: int = 8, columns: int = 4, title
 def plot_step_ladder(steps, xlabel: str, ax=None):
     """Horizontal bars of a table with ``img/s``, ``min`` and ``max`` per row (median,
     min-max whiskers), the first row on top."""
-    ax = ax or plt.subplots(figsize=(8, 3))[1]
+    ax = ax or _subplots(figsize=(8, 3))[1]
     ax.barh(steps.index[::-1], steps["img/s"][::-1], color="#4c72b0",
             xerr=[(steps["img/s"] - steps["min"])[::-1], (steps["max"] - steps["img/s"])[::-1]])
     ax.set_xlabel(xlabel)
@@ -376,7 +390,7 @@ def plot_step_ladder(steps, xlabel: str, ax=None):
 def plot_iou_curves(runs: dict, target_iou: float, budget_s: float | None = None, ax=None):
     """Hard IoU of every validation against seconds since the start of ``fit``; ``runs`` maps
     a label to a run's ``history`` (rows with ``seconds`` and ``val_iou``)."""
-    ax = ax or plt.subplots(figsize=(8, 4))[1]
+    ax = ax or _subplots(figsize=(8, 4))[1]
     for label, history in runs.items():
         ax.plot([row["seconds"] for row in history], [row["val_iou"] for row in history],
                 marker=".", label=label)
@@ -386,7 +400,7 @@ def plot_iou_curves(runs: dict, target_iou: float, budget_s: float | None = None
     ax.set_xlabel("seconds since the start of fit (compilation apart)")
     ax.set_ylabel("hard IoU (validation)")
     ax.set_ylim(0, 1)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=MIN_FONT)
     ax.figure.tight_layout()
     return ax
 
@@ -394,7 +408,7 @@ def plot_iou_curves(runs: dict, target_iou: float, budget_s: float | None = None
 def plot_ratio_change(ratios, before=None, keeps_up: float = 0.97, ax=None):
     """Bars of each pipeline's ratio to the bound of the faster step; dots at ``before``
     (the ratios to the old step's bound), a dashed line at ``keeps_up``."""
-    ax = ax or plt.subplots(figsize=(8, 3))[1]
+    ax = ax or _subplots(figsize=(8, 3))[1]
     ax.barh(ratios.index[::-1], ratios[::-1], color="#55a868", label="faster step (this run)")
     if before is not None:
         ax.scatter(before.reindex(ratios.index)[::-1], ratios.index[::-1], color="black",
@@ -402,7 +416,7 @@ def plot_ratio_change(ratios, before=None, keeps_up: float = 0.97, ax=None):
     ax.axvline(keeps_up, color="gray", linestyle="--", linewidth=1)
     ax.set_xlabel("training images/s ÷ the bound of the same step")
     ax.set_xlim(0, 1.05)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="lower right", fontsize=MIN_FONT)
     ax.figure.tight_layout()
     return ax
 
@@ -410,13 +424,13 @@ def plot_ratio_change(ratios, before=None, keeps_up: float = 0.97, ax=None):
 def plot_devices_speed(runs: dict, speedup_target: float, ax=None):
     """Training images/s of each run of notebook 08 (``runs``: name -> ``train_img_s``), a
     dashed line at ``speedup_target`` × the first."""
-    ax = ax or plt.subplots(figsize=(5, 3.8))[1]
+    ax = ax or _subplots(figsize=(5, 3.8))[1]
     names, rates = list(runs), [rate or 0.0 for rate in runs.values()]
     ax.bar(names, rates, color=["#4c72b0", "#55a868"][:len(names)])
     ax.axhline(rates[0] * speedup_target, color="gray", linestyle="--", linewidth=1,
                label=f"{speedup_target} × one device")
     ax.set_ylabel("training images/s (validation excluded)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=MIN_FONT)
     return ax
 
 

@@ -1,13 +1,10 @@
-"""Progress in a few lines: of a loop, and of a Lightning training.
-
-Progress of a loop in a few lines: a notebook keeps every update as an output.
+"""Progress in a few lines, of a loop and of a Lightning training: a notebook keeps every
+update as an output.
 
 :func:`progress` is a text bar on stdout that refreshes every ``REFRESH_SECONDS``, so a
 minute of work leaves a handful of lines, not thousands of fragments (and no stderr box).
 
-What a Lightning training prints: about ten lines, without the hardware chatter.
-
-An executed notebook keeps every refresh of a live bar as an output; :class:`ProgressLines`
+A Lightning training prints about ten lines, without the hardware chatter. An executed notebook keeps every refresh of a live bar as an output; :class:`ProgressLines`
 prints evenly spaced summary lines instead. The environment report already names the
 device, so Lightning's "GPU available: ...", "LOCAL_RANK ..." lines are silenced; its
 warnings still show.
@@ -18,7 +15,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import pytorch_lightning as pl
 from tqdm import tqdm
@@ -27,10 +24,30 @@ REFRESH_SECONDS = 10.0
 
 
 def progress(iterable: Iterable, description: str, total: int | None = None,
-             enabled: bool = True) -> Iterable:
-    """``iterable`` behind a text bar on stdout that refreshes every ``REFRESH_SECONDS``."""
-    return tqdm(iterable, desc=description, total=total, disable=not enabled, file=sys.stdout,
-                mininterval=REFRESH_SECONDS, maxinterval=REFRESH_SECONDS, ascii=True)
+             enabled: bool = True) -> Iterator:
+    """``iterable`` behind a text bar on stdout that refreshes every ``REFRESH_SECONDS``.
+
+    An item counts as done when the loop asks for the next one or stops asking: a loop
+    that stops after the last item (``zip(items, progress(...))`` never asks past it)
+    still ends its bar at 100 %.
+    """
+    bar = tqdm(total=total if total is not None else getattr(iterable, "__len__", lambda: None)(),
+               desc=description, disable=not enabled, file=sys.stdout,
+               mininterval=REFRESH_SECONDS, maxinterval=REFRESH_SECONDS, ascii=True)
+    return _counted(iterable, bar)
+
+
+def _counted(iterable: Iterable, bar: tqdm) -> Iterator:
+    try:
+        for item in iterable:
+            try:
+                yield item
+            except GeneratorExit:  # the loop is done with this item and wants no more
+                bar.update(1)
+                raise
+            bar.update(1)
+    finally:
+        bar.close()
 
 
 CHATTY_LOGGERS = ("pytorch_lightning.utilities.rank_zero", "pytorch_lightning.accelerators.cuda")

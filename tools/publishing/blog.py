@@ -1,13 +1,15 @@
 """Blog posts and a browsable site from the executed course notebooks.
 
 ``python -m tools.publishing.blog --notebooks build/notebooks --posts build/blog/_posts
---site build/site [--layout post]`` writes
+--site build/site [--theme minima] [--repo-url URL]`` writes
 
-* one Jekyll post per notebook, ``<posts>/YYYY-MM-DD-<slug>.md``, dated the day the
-  notebook ran (papermill's or the kernel's timestamps, else its ``blog.date``), never after
-  today; front matter ``layout``, ``title`` (the first heading without its number),
+* one Jekyll post per notebook, ``<posts>/YYYY-MM-DD-<slug>.md``, dated when the notebook
+  ran (papermill's or the kernel's timestamps, else its ``blog.date``), never after the
+  build, each at least a minute before the next notebook's (a theme lists them in course
+  order); front matter ``layout``, ``title`` (the first heading without its number),
   ``description``, ``author``, ``date``, ``categories``, ``image`` (the first figure),
-  ``toc``, ``comments`` and ``permalink``; figures in ``<posts>/../assets/images/<slug>/``
+  ``permalink``, and ``toc``/``comments`` only for a theme that reads them (``THEMES``,
+  docs/posts.md); figures in ``<posts>/../assets/images/<slug>/``
   linked relatively (the permalink is one level deep, so the same relative link works on
   disk and in the built blog, whatever its ``baseurl``);
 * a self-contained static site: ``<site>/index.html`` and one page per notebook (figures
@@ -21,9 +23,10 @@ works in Jekyll and in the site).
 Both are rendered with nbconvert from a cleaned copy of each notebook: ANSI codes removed;
 carriage-return progress collapsed to its last state; Python warnings dropped from stderr,
 which then reads as plain output; matplotlib reprs dropped; ``<style>`` blocks removed from
-HTML outputs; tables over 20 rows and logs over 40 lines shortened to head and tail; figures
-given alt text (the output's ``alt`` or ``title`` metadata, else the cell's plot title, else
-the nearest heading); papermill's injected parameters labelled. Local paths are rewritten
+HTML outputs; tables made readable (no NaN, ranges as "972–1050") and split into column
+groups to fit a 740 px column, printed tables likewise and long printed lines wrapped; tables
+over 20 rows and logs over 40 lines shortened to head and tail; figures given alt text
+(``figure_alt``); papermill's injected parameters labelled. Local paths are rewritten
 from where each notebook ran: the repository root found in its outputs and papermill paths
 becomes relative, home folders ``~``, site-packages ``<site-packages>``, ``/tmp`` ``<tmp>``
 (``--replace`` adds more); a render that still shows an absolute local path fails, naming
@@ -40,12 +43,15 @@ a warning: set ``pd.set_option("display.max_colwidth", None)`` in the notebook.
 from __future__ import annotations
 
 import argparse
+import ast
 import copy
 import datetime as dt
+import functools
 import html
 import os
 import re
 import sys
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,6 +113,7 @@ _NUMBER = r"\d\d\b(?:\s\([^()\n]*\))?"  # "03" or "03 (Kornia)"
 _BETWEEN = r"(?:,\s*|\s+(?:and|or|to)\s+|\s*[-–]\s*)"  # "02, 03", "02 and 03", "02-04"
 NOTEBOOK_REF = rf"\b[Nn]otebooks?\s+{_NUMBER}(?:{_BETWEEN}{_NUMBER})*"
 ORIGINAL_REF = r"\boriginal (?:series|posts?)\b"
+PART_OF_RE = re.compile(r"\b[Pp]art\s+[IVX]+\]?(?:\([^)]*\))?\s+of\s+(?:the\s+|its\s+)?$")
 
 PAGE_TEMPLATE = """\
 {%- extends 'index.html.j2' -%}
@@ -183,7 +190,7 @@ class Article:
 
     @property
     def post_name(self) -> str:
-        return f"{self.meta['date']}-{self.slug}.md"
+        return f"{self.meta['date']:%Y-%m-%d}-{self.slug}.md"
 
     @property
     def page_name(self) -> str:
@@ -205,6 +212,13 @@ def slugify(name: str) -> str:
 
 def run_date(notebook: nbformat.NotebookNode) -> dt.date | None:
     """The day the notebook started running (UTC): papermill's start, else the first cell's."""
+    ran = run_time(notebook)
+    return ran.date() if ran else None
+
+
+def run_time(notebook: nbformat.NotebookNode) -> dt.datetime | None:
+    """When the notebook started running (UTC, to the second): papermill's start, else the
+    first cell's."""
     stamps = [notebook.metadata.get("papermill", {}).get("start_time")]
     for cell in notebook.cells:
         stamps.append(cell.metadata.get("papermill", {}).get("start_time"))
@@ -212,7 +226,9 @@ def run_date(notebook: nbformat.NotebookNode) -> dt.date | None:
     for stamp in stamps:
         if isinstance(stamp, str):
             try:
-                return dt.datetime.fromisoformat(stamp).astimezone(dt.UTC).date()
+                ran = dt.datetime.fromisoformat(stamp)
+                ran = ran if ran.tzinfo else ran.replace(tzinfo=dt.UTC)
+                return ran.astimezone(dt.UTC).replace(microsecond=0)
             except ValueError:
                 continue
     return None
@@ -339,6 +355,241 @@ def shorten_table(table: str) -> str:
     return TBODY_RE.sub(body, table)
 
 
+# -- tables and text for a column of 740 px ----------------------------------------------
+
+# Minima's column: 740 px; 16 px text in tables, 15 px monospace in code blocks.
+COLUMN_PX = 740
+TABLE_CHAR_PX, TABLE_CELL_PX = 9, 32  # a character of a 16 px sans font; a cell's padding
+TEXT_COLUMNS = 78  # monospace characters of a code block that fit the column
+TABLE_RE = re.compile(r"<table\b[^>]*>.*?</table>", re.DOTALL)
+SECTION_RE = re.compile(r"<(thead|tbody)>(.*?)</\1>", re.DOTALL)
+ROW_PARTS_RE = re.compile(r"(<tr\b[^>]*>)(.*?)</tr>", re.DOTALL)
+CELL_RE = re.compile(r"<(t[dh])\b([^>]*)>(.*?)</\1>", re.DOTALL)
+_NUM = r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
+NUMBER_RE = re.compile(_NUM)
+RANGE_RE = re.compile(rf"({_NUM})\s*[-–]\s*({_NUM})")
+MISSING = {"nan", "<na>", "nat", "none", "null"}
+WHOLE_FLOAT_RE = re.compile(r"-?\d+\.0")
+WORD_FLOAT_RE = re.compile(r"(?<![\d.])(\d+)\.0(?![\d.])")  # "batch 32.0" -> "batch 32"
+
+
+def readable_number(text: str) -> str:
+    """``1.05e+03`` -> ``1050``; other numbers as they are."""
+    if "e" not in text.lower():
+        return text
+    value = float(text)
+    if value == 0:
+        return "0"
+    if abs(value) >= 100 and abs(value) < 1e7:
+        return f"{round(value):d}"
+    return f"{value:.3g}" if abs(value) >= 1e-3 else text
+
+
+def readable_cell(text: str) -> str:
+    """A cell as a reader wants it: no NaN or <NA>, ``972-1.05e+03`` as ``972–1050``, and
+    whole numbers inside words (``batch 32.0``) as integers."""
+    text = text.strip()
+    if text.lower() in MISSING:
+        return ""
+    if NUMBER_RE.fullmatch(text):
+        return readable_number(text)
+    match = RANGE_RE.fullmatch(text)
+    if match and not text.startswith("-"):
+        return f"{readable_number(match.group(1))}–{readable_number(match.group(2))}"
+    return WORD_FLOAT_RE.sub(r"\1", text)
+
+
+def _readable_columns(rows: list[list[str]], first: int) -> list[list[str]]:
+    """``readable_cell`` on the cells from column ``first``; a column of whole floats only
+    (``32.0``, ``3.0``) becomes integers."""
+    rows = [row[:first] + [readable_cell(c) for c in row[first:]] for row in rows]
+    for column in range(first, max((len(r) for r in rows), default=0)):
+        values = [r[column] for r in rows if column < len(r) and r[column]]
+        if values and all(WHOLE_FLOAT_RE.fullmatch(v) for v in values):
+            for row in rows:
+                if column < len(row) and row[column]:
+                    row[column] = row[column][:-2]
+    return rows
+
+
+def _cell_px(text: str) -> int:
+    """About how wide a cell must be: its longest word, or up to 16 characters of it."""
+    plain = html.unescape(re.sub(r"<[^>]+>", "", text)).strip()
+    longest = max((len(word) for word in plain.split()), default=0)
+    return max(longest, min(len(plain), 16)) * TABLE_CHAR_PX + TABLE_CELL_PX
+
+
+def _column_groups(widths: list[int], keep: int, budget: int) -> list[list[int]]:
+    """Columns after the first ``keep`` (the index, repeated) in groups that fit ``budget``."""
+    base = sum(widths[:keep])
+    groups: list[list[int]] = [[]]
+    used = base
+    for column in range(keep, len(widths)):
+        if groups[-1] and used + widths[column] > budget:
+            groups.append([])
+            used = base
+        groups[-1].append(column)
+        used += widths[column]
+    return groups
+
+
+def readable_table(table: str, budget: int = COLUMN_PX) -> str:
+    """A pandas HTML table for reading in a column: cells readable, rows and columns with no
+    value dropped, and over ``budget`` px split into tables of column groups, each repeating the
+    index."""
+    sections = {name: [] for name in ("thead", "tbody")}
+    for name, body in SECTION_RE.findall(table):
+        for opening, cells in ROW_PARTS_RE.findall(body):
+            sections[name].append((opening, CELL_RE.findall(cells)))
+    rows = sections["thead"] + sections["tbody"]
+    if not sections["tbody"] or any(re.search(r"\b(?:col|row)span", a) for _, r in rows
+                                    for _, a, _ in r):
+        return table
+    width = len(rows[0][1])
+    if any(len(cells) != width for _, cells in rows):
+        return table
+    keep = next((i for i, (tag, _, _) in enumerate(sections["tbody"][0][1]) if tag == "td"), 1)
+    texts = [[html.unescape(c) if "<" not in c else c for _, _, c in cells] for _, cells in rows]
+    heads = len(sections["thead"])
+    body = _readable_columns(texts[heads:], keep)
+    texts = texts[:heads] + body
+    kept = [i for i, row in enumerate(texts) if i < heads or any(row[keep:])]
+    widths = [max(_cell_px(html.escape(row[c])) for row in texts) for c in range(width)]
+    empty = {c for c in range(keep, width) if not any(row[c] for row in body)}
+    widths = [0 if c in empty else w for c, w in enumerate(widths)]
+    groups = [[c for c in g if c not in empty] for g in _column_groups(widths, keep, budget)]
+    groups = [g for g in groups if g] or [[]]
+    opening = re.match(r"<table\b[^>]*>", table).group()
+    parts = []
+    for group in groups:
+        columns = list(range(keep)) + group
+        out = [opening, "  <thead>"]
+        for i in kept:
+            if i == heads:
+                out += ["  </thead>", "  <tbody>"]
+            row_open, cells = rows[i]
+            shown = "".join(
+                f"<{cells[c][0]}{cells[c][1]}>"
+                f"{cells[c][2] if '<' in cells[c][2] else html.escape(texts[i][c])}"
+                f"</{cells[c][0]}>" for c in columns
+            )  # fmt: skip
+            out.append(f"    {row_open}{shown}</tr>")
+        out += ["  </tbody>", "</table>"]
+        parts.append("\n".join(out))
+    return "\n".join(parts)
+
+
+def readable_tables(text: str) -> str:
+    """``readable_table`` on every pandas table of an HTML output."""
+    return TABLE_RE.sub(
+        lambda m: readable_table(m.group()) if 'class="dataframe' in m.group() else m.group(),
+        text,
+    )
+
+
+# Text tables (a printed DataFrame): columns apart by two spaces or more on most lines.
+_GAPS_RE = re.compile(r"\S {2,}(?=\S)")
+
+
+def _is_table_line(line: str) -> bool:
+    return len(_GAPS_RE.findall(line)) >= 2
+
+
+def _text_table(lines: list[str]) -> tuple[list[str], str, list[list[str]]] | None:
+    """A printed DataFrame as (headers, index name, rows of cells); None if it is not one."""
+    header, rest = lines[0], lines[1:]
+    name = ""
+    if rest and len(rest[0].split()) == 1 and rest[0][:1].strip():
+        name, rest = rest[0].strip(), rest[1:]
+    if len(rest) < 2:
+        return None
+    width = max(len(line) for line in lines)
+    padded = [line.ljust(width) for line in rest]
+    filled = [any(line[p] != " " for line in padded) for p in range(width)]
+    spans, start = [], None
+    for p, full in enumerate(filled + [False]):
+        if full and start is None:
+            start = p
+        elif not full and start is not None:
+            spans.append([start, p])
+            start = None
+    first_head = len(header) - len(header.lstrip())
+    index = [s for s in spans if s[0] < first_head]
+    columns = [s for s in spans if s[0] >= first_head]
+    if not index or not columns:
+        return None
+    spans = [[0, index[-1][1]]]
+    for span in columns:  # a header is right-aligned over its column: none means one column
+        spans.append(span)
+        if not header[spans[-2][1] : span[1]].strip() and len(spans) > 2:
+            spans[-2:] = [[spans[-2][0], span[1]]]
+    if header[spans[-1][1] :].strip():
+        return None
+    heads = [header[(0 if k == 0 else spans[k - 1][1]) : e].strip() for k, (_, e) in
+             enumerate(spans)]  # fmt: skip
+    heads[0] = ""
+    rows = [[line.ljust(width)[s:e].strip() for s, e in spans] for line in rest]
+    return heads, name, rows
+
+
+def _layout_text_table(heads: list[str], name: str, rows: list[list[str]]) -> list[str]:
+    rows = _readable_columns(rows, 1)
+    widths = [max(len(x) for x in [heads[c], name if c == 0 else ""] + [r[c] for r in rows])
+              for c in range(len(heads))]  # fmt: skip
+    groups = _column_groups([w + 2 for w in widths], 1, TEXT_COLUMNS)
+    out = []
+    for group in groups:
+        if out:
+            out.append("")
+        line = [name.ljust(widths[0])] + [heads[c].rjust(widths[c]) for c in group]
+        out.append("  ".join(line).rstrip())
+        for row in rows:
+            out.append("  ".join([row[0].ljust(widths[0])] + [row[c].rjust(widths[c])
+                                                               for c in group]).rstrip())
+    return out
+
+
+def readable_text(text: str, columns: int = TEXT_COLUMNS) -> str:
+    """Printed output for a column of ``columns`` characters: a printed DataFrame wider than
+    that in column groups (cells readable, the index repeated), other long lines wrapped
+    with an indent."""
+    lines = text.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        j = i
+        while j < len(lines) and (
+            _is_table_line(lines[j]) or (j == i + 1 and len(lines[j].split()) == 1)
+        ):
+            j += 1
+        block = [line.rstrip() for line in lines[i:j]]
+        if j - i >= 3 and (
+            max(len(line) for line in block) > columns
+            or any(cell.lower() in MISSING for line in block for cell in line.split())
+        ):
+            table = _text_table(block)
+            if table:
+                out += _layout_text_table(*table)
+                i = j
+                continue
+        if j > i:  # a table left as it is: wrapping would scramble it
+            out += lines[i:j]
+            i = j
+            continue
+        out += _wrap(lines[i], columns)
+        i += 1
+    return "\n".join(out)
+
+
+def _wrap(line: str, columns: int) -> list[str]:
+    if len(line) <= columns:
+        return [line]
+    lead = line[: len(line) - len(line.lstrip())]
+    return textwrap.wrap(line, columns, initial_indent="", subsequent_indent=lead + "  ",
+                         break_long_words=False, break_on_hyphens=False,
+                         drop_whitespace=True) or [line]  # fmt: skip
+
+
 def _merge_streams(outputs: list) -> list:
     merged: list = []
     for output in outputs:
@@ -360,18 +611,76 @@ def _plain_text(markdown: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"[*_`#\[\]]", "", text)).strip()
 
 
-def figure_alt(output, source: str, heading: str) -> str:
-    """Alt text: the output's own ``alt``/``title``, else the cell's literal plot title
-    (``suptitle`` first), else the nearest heading before the cell."""
+ALT_COMMENT_RE = re.compile(r"^\s*#\s*alt:\s*(.+)$", re.MULTILINE)
+PLOTTER_RE = re.compile(r"\b((?:plot|show|draw)_\w+)\b")
+ROLE_RE = re.compile(r":\w+:`~?([^`]+)`")
+PACKAGE_DIR = Path(__file__).resolve().parents[2] / "nailseg_common"
+
+
+def docstrings(sources) -> dict[str, tuple[str, bool]]:
+    """``{function name: (its docstring's first sentence, whether it draws)}`` of the
+    functions ``sources`` (Python texts) define; a function draws when its name starts with
+    ``plot_`` or it calls one. A text that does not parse (a notebook's magics) is skipped."""
+    found = {}
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                doc = ast.get_docstring(node)
+                if doc:
+                    draws = node.name.startswith("plot_") or bool(
+                        re.search(r"\bplot_\w+\(|\bplt\.|\.plot\(", ast.unparse(node))
+                    )
+                    found[node.name] = (first_sentence(doc), draws)
+    return found
+
+
+def first_sentence(doc: str) -> str:
+    """A docstring's first sentence, as plain text."""
+    paragraph = re.sub(r"\s+", " ", doc.strip().split("\n\n")[0])
+    paragraph = ROLE_RE.sub(r"\1", paragraph).replace("``", "")
+    sentence = re.split(r"(?<!e\.g)(?<!i\.e)\.\s+", paragraph)[0]
+    return sentence.rstrip(".;: ")
+
+
+@functools.lru_cache(maxsize=1)
+def package_docstrings() -> dict[str, tuple[str, bool]]:
+    """The plotting functions of the course's package (wherever its modules live)."""
+    sources = (path.read_text(encoding="utf-8") for path in sorted(PACKAGE_DIR.rglob("*.py")))
+    return {name: doc for name, doc in docstrings(sources).items() if PLOTTER_RE.fullmatch(name)}
+
+
+def figure_alt(output, source: str, heading: str,
+               described: dict[str, tuple[str, bool]] | None = None) -> str:
+    """Alt text that says what the figure shows: the output's own ``alt``/``title``, else a
+    ``# alt: ...`` comment in the cell, else the cell's literal plot title (``suptitle``
+    first), else the docstring of the plotting function the cell calls (one passed to
+    another, like ``plot_benchmark_sets(results, plot_throughput)``, first), else the
+    nearest heading before the cell."""
     meta = output.get("metadata", {})
     for where in [meta] + [meta.get(m, {}) for m in ("image/png", "image/jpeg")]:
         if isinstance(where, dict) and (where.get("alt") or where.get("title")):
             return _plain_text(str(where.get("alt") or where.get("title")))
+    comment = ALT_COMMENT_RE.search(source)
+    if comment:
+        return _plain_text(comment.group(1))
     titles = sorted(PLOT_TITLE_RE.findall(source), key=lambda t: t[0] != "suptitle")
-    return _plain_text(titles[0][2] if titles else NUMBERED_TITLE_RE.sub("", heading))
+    if titles:
+        return _plain_text(titles[0][2])
+    described = described or {}
+    called = [m for m in PLOTTER_RE.finditer(source) if m.group(1) in described]
+    drawing = [m for m in called if described[m.group(1)][1]] or called
+    passed = [m for m in drawing if source[m.end() : m.end() + 1] != "("]
+    if drawing:
+        return described[(passed or drawing)[-1].group(1)][0]
+    return _plain_text(NUMBERED_TITLE_RE.sub("", heading))
 
 
-def _clean_outputs(cell, replacements: dict[str, str], heading: str, where: str) -> list[str]:
+def _clean_outputs(cell, replacements: dict[str, str], heading: str, where: str,
+                   described: dict | None = None, alts: set | None = None) -> list[str]:
     """Clean one code cell's outputs in place; return warnings about them."""
     warnings = []
     cleaned = []
@@ -399,14 +708,21 @@ def _clean_outputs(cell, replacements: dict[str, str], heading: str, where: str)
                         f"{where}: pandas cut this table when the notebook ran "
                         "(display.max_colwidth or max_rows): the post shows it cut"
                     )
-                data["text/html"] = shorten_table(table)
+                data["text/html"] = shorten_table(readable_tables(table))
+            if "text/plain" in data:
+                data["text/plain"] = readable_text(data["text/plain"])
             if any(mime.startswith("image/") for mime in data):
-                output.metadata["alt"] = figure_alt(output, cell.source, heading)
+                alt = figure_alt(output, cell.source, heading, described)
+                if alts is not None:  # two figures alike in one post: say where each is
+                    title = _plain_text(NUMBERED_TITLE_RE.sub("", heading))
+                    alt = f"{alt} ({title})" if alt in alts and title not in alt else alt
+                    alts.add(alt)
+                output.metadata["alt"] = alt
         cleaned.append(output)
     cell.outputs = _merge_streams(cleaned)
     for output in cell.outputs:
         if output.output_type == "stream":
-            output.text = shorten_log(output.text)
+            output.text = readable_text(shorten_log(output.text))
     return warnings
 
 
@@ -459,7 +775,7 @@ def _problems(notebook: nbformat.NotebookNode) -> list[str]:
     return problems
 
 
-def load_article(path: Path, replacements: dict[str, str], today: dt.date) -> Article:
+def load_article(path: Path, replacements: dict[str, str], now: dt.datetime) -> Article:
     """Read, check and clean one executed notebook; ``BlogError`` if it cannot be published."""
     notebook = nbformat.read(path, as_version=4)
     problems = _problems(notebook)
@@ -467,26 +783,42 @@ def load_article(path: Path, replacements: dict[str, str], today: dt.date) -> Ar
         raise BlogError(f"{path}: " + "; ".join(problems))
     roots = run_roots(notebook)
     replacements = {**replacements, **roots}
-    heading, warnings, cells = notebook_title(notebook), [], []
+    heading, warnings, cells, alts = notebook_title(notebook), [], [], set()
+    own = docstrings(c.source for c in notebook.cells if c.cell_type == "code")
+    described = {**package_docstrings(), **{k: v for k, v in own.items()
+                                         if PLOTTER_RE.fullmatch(k)}}
     for index, cell in enumerate(notebook.cells):
         cell.source = replace_local_paths(cell.source, replacements)
         if cell.cell_type == "markdown":
             heading = (HEADING_RE.findall(cell.source) or [heading])[-1]
         elif cell.cell_type == "code":
-            warnings += _clean_outputs(cell, replacements, heading, f"{path} cell {index}")
+            warnings += _clean_outputs(
+                cell, replacements, heading, f"{path} cell {index}", described, alts
+            )
             if "injected-parameters" in cell.metadata.get("tags", []):
                 cell.source = re.sub(r"^# Parameters\n", "", cell.source)
                 cells.append(new_markdown_cell("Parameters injected for this run:"))
         cells.append(cell)
     notebook.cells = cells
     title = NUMBERED_TITLE_RE.sub("", notebook_title(notebook))
-    ran = run_date(notebook) or dt.date.fromisoformat(notebook.metadata.blog["date"])
-    meta = {**notebook.metadata.blog, "title": title, "date": min(ran, today)}
+    ran = run_time(notebook) or dt.datetime.fromisoformat(notebook.metadata.blog["date"]).replace(
+        tzinfo=dt.UTC
+    )
+    meta = {**notebook.metadata.blog, "title": title, "date": min(ran, now)}
     number = re.match(r"\d+", path.stem)
     return Article(
         source=path, slug=slugify(path.stem), number=int(number.group()) if number else None,
         meta=meta, notebook=notebook, roots=roots, warnings=warnings,
     )  # fmt: skip
+
+
+def in_course_order(articles: list[Article]) -> None:
+    """Date each post at least a minute before the next one in the course, so that a theme
+    listing posts by date (newest first) lists them in the course's order, whatever order
+    the notebooks ran in (dates only move earlier: a post dated after the build is left out)."""
+    for article, following in reversed(list(zip(articles, articles[1:]))):
+        latest = following.meta["date"] - dt.timedelta(minutes=1)
+        article.meta["date"] = min(article.meta["date"], latest)
 
 
 # -- the series and links ----------------------------------------------------------------
@@ -543,6 +875,9 @@ def link_prose(article: Article, series: dict, pages: dict[int, str]) -> None:
             known = original["parts"].get(match.group("roman"))
             return first(match.group("roman"), text, known["url"]) if known else text
         i = next(i for i in range(len(terms)) if match.group(f"t{i}") is not None)
+        if i == len(terms) - 1 and PART_OF_RE.search(match.string[: match.start()]):
+            # "part V of the original series": the part has its link, the series its index
+            return first("index", text, original["index"])
         return first(i, text, terms[i][2])
 
     for cell in article.notebook.cells:
@@ -576,7 +911,13 @@ def series_opening(article: Article, series: dict, pages: dict[int, str]) -> str
             new.append(f"{name} {item['label']}")
     new_text = ", ".join(new[:-1]) + f" and {new[-1]}" if len(new) > 1 else "".join(new)
     mapping = "; ".join(remade) + (f"; {new_text} are new." if new else ".")
-    return f"> {first}\n>\n> The course's notebooks: {mapping}"
+    opening = f"> {first}\n>\n> The course's notebooks: {mapping}"
+    repository = series.get("repository")
+    where = f"[the course's repository]({repository})" if repository else "the course's repository"
+    return (
+        f"{opening}\n>\n> The code, the notebooks and the commands this post runs (`make ...`, "
+        f"`python -m nailseg_common...`) are in {where}; run them from its root."
+    )
 
 
 def prepare(article: Article, series: dict, pages: dict[int, str]) -> None:
@@ -593,21 +934,34 @@ def prepare(article: Article, series: dict, pages: dict[int, str]) -> None:
 # -- rendering ---------------------------------------------------------------------------
 
 
-def front_matter(article: Article, series: dict, layout: str, image: str | None) -> str:
-    """The post's YAML front matter, between ``---`` lines."""
+# The front matter each theme's post layout reads, beyond title, date and permalink (see
+# docs/posts.md). Minima 2.5 has no table of contents, and shows Disqus comments on every
+# post once the site configures ``disqus.shortname``: ``toc``/``comments`` would do nothing.
+THEMES = {
+    "minima": {"layout": "post", "fields": ()},
+    "fastpages": {"layout": "post", "fields": ("toc", "comments")},
+    "minimal-mistakes": {"layout": "single", "fields": ("toc", "comments")},
+}
+
+
+def front_matter(article: Article, series: dict, theme: dict, image: str | None) -> str:
+    """The post's YAML front matter, between ``---`` lines: the fields ``theme`` reads."""
     meta = article.meta
     data = {
-        "layout": layout,
+        "layout": theme["layout"],
         "title": meta["title"],
         "description": meta["description"],
         "author": series["author"],
-        "date": meta["date"],
+        "date": f"{meta['date']:%Y-%m-%d %H:%M:%S} +0000",
         "categories": list(meta["categories"]),
         "image": image,
         "toc": True,
         "comments": bool(series.get("comments", True)),
         "permalink": f"/posts/{article.slug}.html",
     }
+    for name in ("toc", "comments"):
+        if name not in theme["fields"]:
+            del data[name]
     if image is None:
         del data["image"]
     dumped = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1000)
@@ -633,7 +987,7 @@ def _exporter_config() -> Config:
 
 
 def render_post(
-    article: Article, series: dict, posts_dir: Path, assets_dir: Path, layout: str
+    article: Article, series: dict, posts_dir: Path, assets_dir: Path, theme: dict
 ) -> tuple[Path, str, dict[Path, bytes]]:
     """The post's path, its text and its figures (path: bytes)."""
     config = _exporter_config()
@@ -657,7 +1011,7 @@ def render_post(
     body = body.strip() + "\n"
     if "{{" in body or "{%" in body:  # keep Liquid away from code and outputs
         body = "{% raw %}\n" + body + "{% endraw %}\n"
-    text = front_matter(article, series, layout, image) + "\n" + body
+    text = front_matter(article, series, theme, image) + "\n" + body
     return posts_dir / article.post_name, text, figures
 
 
@@ -716,8 +1070,10 @@ def render(
     assets_dir: Path | None = None,
     title: str = "Fast input pipelines for nail segmentation",
     extra_replacements: dict[str, str] | None = None,
-    layout: str = "post",
+    layout: str | None = None,
     today: dt.date | None = None,
+    theme: str = "minima",
+    repo_url: str | None = None,
 ) -> tuple[list[Path], list[Path]]:
     """Render every ``*.ipynb`` in ``notebooks_dir``; return (posts, site pages).
 
@@ -726,20 +1082,29 @@ def render(
     """
     notebooks_dir, posts_dir, site_dir = Path(notebooks_dir), Path(posts_dir), Path(site_dir)
     assets_dir = Path(assets_dir) if assets_dir else posts_dir.parent / "assets" / "images"
-    today = today or dt.date.today()
+    # Posts dated after the build are left out by Jekyll: none is dated after now (or
+    # ``today``'s start, when given).
+    now = (dt.datetime.combine(today, dt.time(), dt.UTC) if today
+           else dt.datetime.now(dt.UTC).replace(microsecond=0))  # fmt: skip
     sources = sorted(notebooks_dir.glob("*.ipynb"))
     if not sources:
         raise BlogError(f"no notebooks in {notebooks_dir}: run `make course` first")
     replacements = machine_replacements(extra_replacements)
     series = load_series()
+    if repo_url is not None:
+        series["repository"] = repo_url
+    if theme not in THEMES:
+        raise BlogError(f"unknown theme {theme!r}: one of {', '.join(THEMES)}")
+    chosen = {**THEMES[theme], **({"layout": layout} if layout else {})}
     articles, errors = [], []
     for source in sources:
         try:
-            articles.append(load_article(source, replacements, today))
+            articles.append(load_article(source, replacements, now))
         except BlogError as error:
             errors.append(str(error))
     if errors:
         raise BlogError("cannot publish:\n  " + "\n  ".join(errors))
+    in_course_order(articles)
     pages = {a.number: a.page_name for a in articles if a.number is not None}
     for article in articles:
         prepare(article, series, pages)
@@ -748,7 +1113,7 @@ def render(
     figures: dict[Path, bytes] = {}
     posts = []
     for index, article in enumerate(articles):
-        post, text, post_figures = render_post(article, series, posts_dir, assets_dir, layout)
+        post, text, post_figures = render_post(article, series, posts_dir, assets_dir, chosen)
         texts[post], posts = text, posts + [post]
         figures.update(post_figures)
         texts[site_dir / article.page_name] = render_page(articles, index)
@@ -773,6 +1138,9 @@ def render(
             path.write_bytes(data)
     for warning in (w for a in articles for w in a.warnings):
         print(f"warning: {warning}", file=sys.stderr)
+    if not series.get("repository"):
+        print("warning: no repository to link from the posts: pass --repo-url (make blog "
+              "BLOG_REPO_URL=...) or set series.yml's repository", file=sys.stderr)
     return posts, [p for p in texts if p not in posts]
 
 
@@ -783,10 +1151,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--site", type=Path, default=Path("build/site"))
     parser.add_argument("--assets", type=Path, help="default: <posts>/../assets/images")
     parser.add_argument(
-        "--layout",
-        default="post",
-        help="the posts' Jekyll layout: post (minima, fastpages), single (Minimal Mistakes)...",
-    )
+        "--theme", default="minima", choices=sorted(THEMES),
+        help="the Jekyll theme the posts are for: their layout and the front matter it reads",
+    )  # fmt: skip
+    parser.add_argument("--layout", help="another layout than the theme's post layout")
+    parser.add_argument(
+        "--repo-url", help="the course's repository, linked from every post (default: "
+        "series.yml's repository)",
+    )  # fmt: skip
     parser.add_argument(
         "--replace",
         action="append",
@@ -799,7 +1171,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         posts, pages = render(
             args.notebooks, args.posts, args.site, args.assets, extra_replacements=extra,
-            layout=args.layout,
+            layout=args.layout, theme=args.theme, repo_url=args.repo_url or None,
         )  # fmt: skip
     except BlogError as error:
         print(f"error: {error}", file=sys.stderr)
