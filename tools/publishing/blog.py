@@ -48,6 +48,7 @@ import copy
 import datetime as dt
 import functools
 import html
+import itertools
 import os
 import re
 import sys
@@ -816,7 +817,7 @@ def in_course_order(articles: list[Article]) -> None:
     """Date each post at least a minute before the next one in the course, so that a theme
     listing posts by date (newest first) lists them in the course's order, whatever order
     the notebooks ran in (dates only move earlier: a post dated after the build is left out)."""
-    for article, following in reversed(list(zip(articles, articles[1:]))):
+    for article, following in reversed(list(itertools.pairwise(articles))):
         latest = following.meta["date"] - dt.timedelta(minutes=1)
         article.meta["date"] = min(article.meta["date"], latest)
 
