@@ -25,6 +25,7 @@ for message in (
     (r"You have overridden `on_after_batch_transfer` in `LightningModule` but have passed in a "
     r"`LightningDataModule`"),  # the hook is meant to run with every DataModule
     r".*does not have many workers which may be a bottleneck",  # smoke/cpu profiles, by choice
+    r".*Profiler clears events at the end of each cycle",  # torch.profiler with a schedule
 ):
     warnings.filterwarnings("ignore", message=message)
 

@@ -73,7 +73,7 @@ GOOD_CELLS = [
         "import matplotlib.pyplot as plt\n"
         "import pandas as pd\n"
         "from IPython.display import HTML, display\n"
-        "from nailseg_common import paths\n"
+        "from nailseg_common.setup import paths\n"
         'print("\\x1b[1;31mred\\x1b[0m plain")\n'
         'print("repo file:", paths.REPO_ROOT / "data" / "x.npy")'
     ),

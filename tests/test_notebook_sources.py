@@ -74,11 +74,11 @@ def test_papermill_reads_every_parameter(notebook, capsys):
     assert len(names) == len(assignments), capsys.readouterr()
 
 
-MAX_CODE_LINES, MAX_CELL_LINES = 400, 45
+MAX_CODE_LINES, MAX_CELL_LINES = 350, 40
 
 
 def test_read_in_one_sitting(notebook):
-    """About 350 code lines a notebook and cells that fit on a screen (non-blank lines)."""
+    """At most 350 code lines a notebook and cells that fit on a screen (non-blank lines)."""
     lengths = [sum(1 for line in c.source.splitlines() if line.strip())
                for c in code_cells(notebook)]
     assert sum(lengths) <= MAX_CODE_LINES and max(lengths) <= MAX_CELL_LINES, \

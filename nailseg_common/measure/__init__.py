@@ -1,1 +1,1 @@
-"""Measuring: timing, the benchmark of the pipelines, profiling, and the plots."""
+"""Measuring: timing, the benchmark of the pipelines, profiling, targets judged against their spread, and the plots."""

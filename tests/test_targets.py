@@ -1,0 +1,33 @@
+"""Verdicts: met or missed only beyond the measured spread."""
+
+import math
+
+import pytest
+
+from nailseg_common.measure.targets import (
+    Verdict,
+    difference_spread,
+    mean_spread,
+    ratio_spread,
+)
+
+
+def test_a_difference_inside_the_spread_is_within_noise():
+    assert Verdict("Dice", 0.885, 0.880, 0.01, "a level").outcome == "within noise"
+    assert Verdict("Dice", 0.885, 0.870, 0.01, "a level").outcome == "met"
+    assert Verdict("Dice", 0.855, 0.870, 0.01, "a level").outcome == "missed"
+
+
+def test_lower_is_better_turns_the_margin():
+    verdict = Verdict("seconds", 40.0, 60.0, 5.0, "the seeds' median", higher_is_better=False)
+    assert verdict.margin == 20.0 and verdict.outcome == "met"
+    assert "met by 20" in str(verdict) and "spread ±5" in str(verdict)
+
+
+def test_spreads():
+    assert mean_spread([1.0, 1.0, 1.0]) == 0.0
+    assert mean_spread([0.0, 2.0]) == pytest.approx(2.0)  # sd 1.414, SE 1
+    assert math.isinf(mean_spread([1.0]))
+    assert difference_spread([0.0, 2.0], [0.0, 2.0]) == pytest.approx(2 * math.sqrt(2))
+    # numerator 90..110 (half-range 10 %), denominator constant: 10 % of the ratio 0.5
+    assert ratio_spread([90.0, 100.0, 110.0], [200.0, 200.0]) == pytest.approx(0.05)
