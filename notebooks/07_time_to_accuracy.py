@@ -575,7 +575,7 @@ if seeds:
 #
 # Hard IoU counts pixels, and a small nail has few of them inside for each one on its
 # outline. Before chasing a target, score what the labels allow: the validation masks
-# themselves, grown or shrunk by one pixel (`grown`: a 3 × 3 maximum, or minimum), are a
+# themselves, grown or shrunk by one pixel (notebook 02's `grown`: a 3 × 3 maximum, or minimum), are a
 # prediction whose outline is one pixel off all round and right everywhere else. The
 # table gives their IoU per type of image, at the notebook's `image_size`: where it is not
 # far above `target_iou`, the target asks for an outline right to about a pixel, on every
@@ -583,16 +583,7 @@ if seeds:
 
 # %%
 #| export training.fast_training
-import torch.nn.functional as F
-
 from nailseg_common.training.unet import per_image_iou
-
-
-def grown(mask: torch.Tensor, pixels: int) -> torch.Tensor:
-    """``B×1×H×W`` {0, 1} masks dilated by ``pixels`` (a square neighbourhood); negative erodes."""
-    if pixels < 0:
-        return 1.0 - grown(1.0 - mask, -pixels)
-    return F.max_pool2d(mask, 2 * pixels + 1, stride=1, padding=pixels) if pixels else mask
 
 
 def mask_iou(predicted: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
@@ -603,6 +594,7 @@ def mask_iou(predicted: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
 # %%
 from nailseg_common.data.preparation import read_split
 from nailseg_common.pipelines.kornia_pipeline import load_cache
+from nailseg_common.training.unet import grown  # notebook 02's
 
 labels = load_cache(data, cfg.image_size, "valid")[1].float()
 off_by_one = pd.DataFrame({"type": read_split(data, "valid")["type"],

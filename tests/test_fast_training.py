@@ -14,13 +14,13 @@ from nailseg_common.training import run_logs
 from nailseg_common.training.fast_training import (
     AccuracyClock,
     FastNailSegmentation,
-    grown,
     mask_iou,
     profile_step,
     reuse,
     warm_up,
 )
 from nailseg_common.training.trainer import make_trainer
+from nailseg_common.training.unet import grown
 
 SMOKE = dataclasses.replace(select_profile("smoke"), encoder="resnet18", image_size=64,
                             batch_size=4, max_train_batches=None, max_valid_batches=None)

@@ -36,11 +36,11 @@ from nailseg_common.setup.files import write_json
 from nailseg_common.setup.paths import data_location
 from nailseg_common.setup.profiles import PROFILES
 from nailseg_common.training.fast_training import (
-    grown,
     mask_iou,
     time_to_accuracy,
     training_datamodule,
 )
+from nailseg_common.training.unet import grown
 from tools.time_to_accuracy_seeds import recipe_of, warmed_up_model
 
 HERE = Path(__file__).parent  # where this question's results are kept

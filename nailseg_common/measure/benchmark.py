@@ -265,6 +265,20 @@ def results_label(results: dict) -> str:
             f"{results['config']['precision']}), torch {v.get('torch')}, {results['date'][:10]}")
 
 
+def committed_ratios(results: dict | None, names: Iterable[str]) -> str:
+    """One line per pipeline of ``names`` in committed ``results``: its ratio to the bound and
+    the range of its training windows (a line saying so when there are no results)."""
+    if results is None:
+        return "No committed benchmark: run `make bench BENCH_OUT=results/benchmark_h100.json` on a GPU."
+    lines = []
+    for name in names:
+        run = results["pipelines"][name]
+        lines.append(f"committed benchmark, {name}: ratio "
+                     f"{run['train_ratio_to_bound']:.2f} (training {run['train']['img_s_min']:.0f}.."
+                     f"{run['train']['img_s_max']:.0f} images/s, {len(run['train']['repeats'])} windows)")
+    return "\n".join(lines)
+
+
 def summary_table(results: dict):
     """A DataFrame: one row per pipeline and one for the bound (img/s, spread, ratio, utilisation)."""
     import pandas as pd

@@ -4,7 +4,8 @@
 masks)}``; :func:`gallery_panels` builds that from a resized batch and the augmentation to
 show, given as a function, so notebooks 02 (Albumentations), 03 (Kornia) and 04 (DALI)
 draw their galleries the same way; :func:`augment_pairs` is the Albumentations one.
-``nailseg_common.pipelines.albumentations_pipeline`` re-exports both.
+``nailseg_common.pipelines.albumentations_pipeline`` re-exports both. :func:`policy_table`
+shows the policy of ``nailseg_common.pipelines.policy`` as a table.
 """
 
 from __future__ import annotations
@@ -12,7 +13,18 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import pandas as pd
 import torch
+
+from nailseg_common.pipelines.policy import POLICY
+
+
+def policy_table() -> pd.DataFrame:
+    """The policy as a table: op, probability, parameters, what it moves."""
+    return pd.DataFrame([{"op": p.op, "probability": p.probability,
+                          "parameters": ", ".join(f"{k}={v}" for k, v in p.params.items()) or "-",
+                          "applies to": "image + mask" if p.geometric else "image only"}
+                         for p in POLICY.values()])
 
 
 def augment_pairs(transform, images, masks) -> tuple[np.ndarray, np.ndarray]:

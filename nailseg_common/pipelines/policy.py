@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pandas as pd
-
 
 @dataclass(frozen=True)
 class PolicyOp:
@@ -27,11 +25,3 @@ POLICY: dict[str, PolicyOp] = {op.op: op for op in (
     PolicyOp("gaussian_noise", 0.3, {"std": (0.01, 0.05)}, geometric=False),
     PolicyOp("gaussian_blur", 0.2, {"kernel": 5, "sigma": (0.1, 1.5)}, geometric=False),
 )}
-
-
-def policy_table() -> pd.DataFrame:
-    """The policy as a table: op, probability, parameters, what it moves."""
-    return pd.DataFrame([{"op": p.op, "probability": p.probability,
-                          "parameters": ", ".join(f"{k}={v}" for k, v in p.params.items()) or "-",
-                          "applies to": "image + mask" if p.geometric else "image only"}
-                         for p in POLICY.values()])

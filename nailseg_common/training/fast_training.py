@@ -10,7 +10,6 @@ import time
 import pandas as pd
 import pytorch_lightning as pl
 import torch
-import torch.nn.functional as F
 from pytorch_lightning.callbacks import Callback
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -187,13 +186,6 @@ def seconds_to_level(runs: list[dict], level: float) -> list[float]:
     ``math.inf`` for a run that never reaches it: slower than every run that does."""
     return [next((row["seconds"] for row in run["history"] if row["val_iou"] >= level), math.inf)
             for run in runs]
-
-
-def grown(mask: torch.Tensor, pixels: int) -> torch.Tensor:
-    """``B×1×H×W`` {0, 1} masks dilated by ``pixels`` (a square neighbourhood); negative erodes."""
-    if pixels < 0:
-        return 1.0 - grown(1.0 - mask, -pixels)
-    return F.max_pool2d(mask, 2 * pixels + 1, stride=1, padding=pixels) if pixels else mask
 
 
 def mask_iou(predicted: torch.Tensor, label: torch.Tensor) -> torch.Tensor:

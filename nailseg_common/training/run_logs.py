@@ -7,7 +7,8 @@ validation included), ``ProgressLines`` and a CSV logger; :func:`read_metrics` t
 validation), :func:`steady_epoch_seconds` gives its typical epoch time, :func:`run_summary`
 its last scores and :func:`latest_run_metrics` finds the newest finished run of a name, so
 notebooks 03 and 04 can compare against notebook 02's logged run. ``nailseg_common.training.trainer``
-re-exports all five.
+re-exports those five; :func:`runs_with_baseline` and :func:`runs_table` are the comparison
+plumbing of notebooks 03 and 04.
 """
 
 from __future__ import annotations
@@ -102,3 +103,23 @@ def latest_run_metrics(profile: Profile, run_name: str) -> tuple[pd.DataFrame, s
         if "val_dice" in metrics and metrics["val_dice"].notna().any():
             return metrics, str(path)
     return None
+
+
+BASELINE_RUN, BASELINE_LABEL = "02_lightning_baseline", "Albumentations (notebook 02)"
+
+
+def runs_with_baseline(profile: Profile, runs: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """``runs`` (name: per-epoch metrics) and, as ``BASELINE_LABEL``, notebook 02's newest
+    logged run in ``profile``; prints where that log is, or that there is none."""
+    baseline = latest_run_metrics(profile, BASELINE_RUN)
+    if baseline is None:
+        print(f"No finished run of notebook 02 in the {profile.name!r} profile under runs/: run "
+              "notebook 02 with the same profile first to compare.")
+        return dict(runs)
+    print("notebook 02's log:", baseline[1].split("runs/")[-1])
+    return {**runs, BASELINE_LABEL: baseline[0]}
+
+
+def runs_table(runs: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """One row of :func:`run_summary` per run."""
+    return pd.DataFrame.from_dict({name: run_summary(m) for name, m in runs.items()}, orient="index")

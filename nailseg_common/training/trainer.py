@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 
 import pytorch_lightning as pl
@@ -64,12 +65,22 @@ class TrainingSpeed(Callback):
                                 "img_s": self.images / seconds})
         self.start = None
 
-    def images_per_second(self) -> float:
-        """Median training images/s over the epochs, the first excluded when there are several."""
+    def rates(self) -> list[float]:
+        """Training images/s of the timed epochs: all but the first when there are several."""
         if not self.epochs:
             raise ValueError("TrainingSpeed timed no epoch: pass it in the trainer's callbacks.")
         speeds = [epoch["img_s"] for epoch in self.epochs]
-        return statistics.median(speeds[1:] if len(speeds) > 1 else speeds)
+        return speeds[1:] if len(speeds) > 1 else speeds
+
+    def images_per_second(self) -> float:
+        return statistics.median(self.rates())
+
+    def ratio_to(self, bound: float) -> tuple[float, float]:
+        """``images_per_second() / bound`` and its spread: the rates' half-range relative to
+        their median (``bound``, one measurement, counts as exact); inf for one timed epoch."""
+        rates, ratio = self.rates(), self.images_per_second() / bound
+        half_range = (max(rates) - min(rates)) / (2 * statistics.median(rates))
+        return ratio, ratio * half_range if len(rates) > 1 else math.inf
 
 
 def bound_images_per_second(profile: Profile, make_model, batches: list[dict], steps: int) -> float:

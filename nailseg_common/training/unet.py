@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytorch_lightning as pl
 import segmentation_models_pytorch as smp
 import torch
@@ -10,6 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 from torchmetrics import MeanMetric
 
+from nailseg_common.measure.targets import Verdict, difference_spread
 from nailseg_common.setup.environment import offline_hint
 
 
@@ -152,13 +154,21 @@ class LitNailSegmentation(SegmentationModel):
                  batch_size=batch["image"].shape[0])
         return loss
 
+    def on_validation_epoch_start(self) -> None:
+        self.val_dice_per_image = []  # this epoch's per-image hard Dice, on the device
+
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         logits, label = self(batch["image"]), batch["label"]
         self.log("val_loss", self._loss(logits, label), on_step=False, on_epoch=True,
                  batch_size=label.shape[0])
-        for name, score in SCORES.items():  # per-image scores, summed on the device
-            getattr(self, name).update(score(logits, label))
+        scores = {name: score(logits, label) for name, score in SCORES.items()}
+        for name, values in scores.items():  # per-image scores, summed on the device
+            getattr(self, name).update(values)
             self.log(name, getattr(self, name), on_step=False, on_epoch=True)
+        self.val_dice_per_image.append(scores["val_dice"])
+
+    def on_validation_epoch_end(self) -> None:  # one copy to the host, at the end
+        self.val_dice_per_image = torch.cat(self.val_dice_per_image or [torch.empty(0)]).cpu()
 
     def configure_optimizers(self):
         optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr,
@@ -166,3 +176,28 @@ class LitNailSegmentation(SegmentationModel):
         scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(
             optimizer, T_max=max(1, self.hparams.max_steps))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+OUTLINE_ERRORS = {"1 px larger": 1, "1 px smaller": -1, "2 px larger": 2, "2 px smaller": -2}
+
+
+def grown(mask: torch.Tensor, pixels: int) -> torch.Tensor:
+    """``B×1×H×W`` {0, 1} masks dilated by ``pixels`` (a square neighbourhood); negative erodes."""
+    if pixels < 0:
+        return 1.0 - grown(1.0 - mask, -pixels)
+    return F.max_pool2d(mask, 2 * pixels + 1, stride=1, padding=pixels) if pixels else mask
+
+
+def outline_levels(labels: torch.Tensor) -> pd.DataFrame:
+    """Per-image hard Dice (a row per image) of ``labels`` drawn 1 and 2 px too large or small."""
+    labels = labels.float()
+    return pd.DataFrame({name: per_image_dice(2 * grown(labels, pixels) - 1, labels).cpu().numpy()
+                         for name, pixels in OUTLINE_ERRORS.items()})
+
+
+def outline_verdict(val_dice_per_image: torch.Tensor, labels: torch.Tensor) -> Verdict:
+    """A model's per-image hard Dice against its labels drawn 2 px too large: ``labels`` in
+    loader order, of which the first ``len(val_dice_per_image)`` (a capped validation) count."""
+    level = outline_levels(labels[: len(val_dice_per_image)])["2 px larger"]
+    return Verdict("hard Dice", val_dice_per_image.mean().item(), level.mean(),
+                   difference_spread(val_dice_per_image, level), "masks drawn 2 px too large")
