@@ -59,7 +59,7 @@ import pytorch_lightning as pl
 from IPython.display import display
 
 from nailseg_common.measure import plots
-from nailseg_common.measure.benchmark import load_results, results_label
+from nailseg_common.measure.benchmark import load_results, results_label, shares_table
 from nailseg_common.measure.targets import Verdict, mean_spread
 from nailseg_common.pipelines.albumentations_pipeline import NailDataModule
 from nailseg_common.pipelines.gallery import gallery_panels, policy_table
@@ -322,8 +322,7 @@ class KorniaAugmentation(nn.Module):
 
 
 # %%
-augment = KorniaAugmentation(seed=0)
-print(augment)
+print(augment := KorniaAugmentation(seed=0))
 
 # %% [markdown]
 # ## The hook it runs in
@@ -503,9 +502,8 @@ print(f"cache: {cache_dir(data, cfg.image_size).name}  "
       f"{(images.numel() + labels.numel()) / 2**20:.1f} MiB")
 batch_image, batch_label = images[: cfg.batch_size].to(device), labels[: cfg.batch_size].to(device)
 out_image, out_label = augment(batch_image, batch_label)
-print("in :", tuple(batch_image.shape), batch_image.dtype, batch_image.device)
-print("out:", tuple(out_image.shape), out_image.dtype, f"[{out_image.min():.2f}, {out_image.max():.2f}]",
-      "| label values", out_label.unique().tolist())
+print("in :", tuple(batch_image.shape), batch_image.dtype, batch_image.device, "| out:", tuple(out_image.shape),
+      out_image.dtype, f"[{out_image.min():.2f}, {out_image.max():.2f}], labels", out_label.unique().tolist())
 
 # %% [markdown]
 # ## The gallery
@@ -586,8 +584,7 @@ if run_logs.BASELINE_LABEL in table.index:
 
 # %%
 def timed(datamodule, implementation: str) -> TrainingSpeed:
-    """The notebook-02 model with Kornia in the step: one warm-up and `bench_repeats` timed epochs
-    of `bench_steps` batches, no validation. Returns its TrainingSpeed."""
+    """TrainingSpeed of the model with Kornia: a warm-up and `bench_repeats` timed epochs."""
     speed = TrainingSpeed()
     model = LitNailSegmentation(cfg.encoder, cfg.lr, cfg.max_steps,
                                 gpu_augmentation=KorniaAugmentation(implementation=implementation))
@@ -605,9 +602,9 @@ def rate(speed: TrainingSpeed) -> dict:
 
 
 # %%
-count = min(4, len(images) // cfg.batch_size)
-resident = [{"image": images[i * cfg.batch_size:(i + 1) * cfg.batch_size].to(device),
-             "label": labels[i * cfg.batch_size:(i + 1) * cfg.batch_size].to(device)} for i in range(count)]
+count = min(4, len(images) // cfg.batch_size)  # full batches already on the device
+resident = [{"image": i.to(device), "label": m.to(device)}
+            for i, m in zip(images.split(cfg.batch_size)[:count], labels.split(cfg.batch_size)[:count])]
 bound = bound_images_per_second(cfg, lambda: LitNailSegmentation(cfg.encoder, cfg.lr, cfg.max_steps),
                                 resident, cfg.bench_steps * (cfg.bench_repeats + 1))
 on_gpu = device.type == "cuda"
@@ -628,10 +625,9 @@ gap.round(2)
 # range of its epochs' rates (the bound is a single measurement, counted as exact):
 
 # %%
-share, spread = kornia_speed.ratio_to(bound)
-print(f"the training run: {share:.2f} ± {spread:.2f} of the bound")
-plots.plot_share_of_bound(gap["share of bound"].to_dict(),
-                          title=f"Closing the gap on {device.type.upper()} ({cfg.name} profile, {cfg.image_size} px)")
+print("the training run: {:.2f} ± {:.2f} of the bound".format(*kornia_speed.ratio_to(bound)))
+title = f"Closing the gap on {device.type.upper()} ({cfg.name} profile, {cfg.image_size} px)"
+plots.plot_share_of_bound(gap["share of bound"].to_dict(), title=title)
 plt.show()
 
 # %% [markdown]
@@ -643,7 +639,8 @@ plt.show()
 #
 # The same steps on the H100 (the `gpu` profile) were measured by
 # `make bench BENCH_OUT=results/benchmark_h100.json` and committed; the cell below reads them
-# from there, with the device, versions and date of that run.
+# from there (`shares_table` is table plumbing from `nailseg_common.measure.benchmark`),
+# with the device, versions and date of that run.
 
 # %%
 reference = load_results()
@@ -652,10 +649,7 @@ if reference is None:
 else:
     print(results_label(reference))
     names = ["kornia_png_sequential", "kornia_png_fused", "kornia_cache_unpinned", "kornia"]
-    measured = {n: reference["pipelines"][n] for n in names if n in reference["pipelines"]}
-    display(pd.DataFrame({"training img/s": {n: p["train_img_s"] for n, p in measured.items()},
-                          "share of bound": {n: p["train_ratio_to_bound"] for n, p in measured.items()}})
-            .round(3))
+    display(shares_table(reference, names).round(3))
 
 # %% [markdown]
 # ## Summary

@@ -279,6 +279,16 @@ def committed_ratios(results: dict | None, names: Iterable[str]) -> str:
     return "\n".join(lines)
 
 
+def shares_table(results: dict, names: Iterable[str]):
+    """A DataFrame of the pipelines ``names`` that ``results`` measured: training img/s and
+    share of the bound."""
+    import pandas as pd
+
+    measured = {n: results["pipelines"][n] for n in names if n in results["pipelines"]}
+    return pd.DataFrame({"training img/s": {n: p["train_img_s"] for n, p in measured.items()},
+                         "share of bound": {n: p["train_ratio_to_bound"] for n, p in measured.items()}})
+
+
 def summary_table(results: dict):
     """A DataFrame: one row per pipeline and one for the bound (img/s, spread, ratio, utilisation)."""
     import pandas as pd
