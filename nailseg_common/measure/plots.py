@@ -337,6 +337,22 @@ def plot_predictions(images, masks, probabilities, scores=None, max_images: int 
     return fig
 
 
+def plot_worst_photos(worst, photos, logits, start: str):
+    """Notebook 06's worst photos of ``start``: ``worst`` (rows of its per-photo table:
+    ``photo``, ``dice``, ``iou``; index: the photo's row in ``photos``, uint8 images and
+    labels on any device) drawn with :func:`plot_predictions` from ``logits`` (N×1×S×S)."""
+    import torch
+
+    index = list(worst.index)
+    fig = plot_predictions(photos.images[index].permute(0, 2, 3, 1).cpu().numpy() / 255,
+                           photos.labels[index, 0].cpu().numpy(),
+                           torch.sigmoid(logits[index, 0]).numpy())
+    for ax, (_, row) in zip(fig.axes, worst.iterrows()):
+        ax.set_title(f"{row['photo']}\nDice {row['dice']:.2f}, IoU {row['iou']:.2f}", fontsize=MIN_FONT)
+    fig.suptitle(f"worst photos of {start}: ground truth (yellow), prediction (cyan)", fontsize=10)
+    return fig
+
+
 def plot_overlays(paths, max_images: int = 4):
     """The first ``max_images`` overlay images of ``paths`` in a row, titled by file name."""
     count = max(1, min(max_images, len(paths)))
