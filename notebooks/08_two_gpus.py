@@ -676,8 +676,8 @@ plots.recipes_table(REPO_ROOT / recipes, level)
 # buckets and back, dividing them by the number of GPUs). Profiling one GPU with the
 # all-reduce switched off (`no_sync`) would tell them apart. The recipes table holds the
 # two-GPU recipes tried on that machine before the committed run: the first, the learning
-# rate × √N for `many_epochs` times the epochs of one GPU, is what (b) runs; the one with
-# the shortest schedule, read at this notebook's IoU level.
+# rate × √N for `many_epochs` times the epochs of one GPU, is what (b) runs; the others
+# raise the learning rate or shorten the schedule, each timed to this notebook's IoU level.
 #
 # ## Summary
 #

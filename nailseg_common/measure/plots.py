@@ -501,16 +501,19 @@ def seconds_to(history: list[dict], level: float) -> float | None:
 
 
 def window_rates(run: dict) -> list[float]:
-    """The training images/s of every epoch of ``run`` but the first (the warm-up)."""
-    return [epoch["images"] / epoch["seconds"] for epoch in run["epochs"][1:]]
+    """The training images/s of every epoch of ``run`` but the first (the warm-up) and the
+    one the step profile slowed down."""
+    profiled = (run.get("step_profile") or {}).get("epoch")
+    return [epoch["images"] / epoch["seconds"] for epoch in run["epochs"][1:]
+            if epoch["epoch"] != profiled]
 
 
 def speedup_verdict(record: dict, target: float, basis: str) -> Verdict | None:
     """Images/s on N devices over one against ``target``, spread from the epochs' windows."""
     one, many = record["runs"].values()
-    if len(one["epochs"]) < 2 or len(many["epochs"]) < 2:
-        return None
     rates = window_rates(many), window_rates(one)
+    if not rates[0] or not rates[1]:
+        return None
     return Verdict(f"images/s, {many['world_size']} devices ÷ one", statistics.median(rates[0])
                    / statistics.median(rates[1]), target, ratio_spread(*rates), basis)
 
