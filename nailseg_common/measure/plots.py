@@ -504,8 +504,8 @@ def window_rates(run: dict) -> list[float]:
     """The training images/s of every epoch of ``run`` but the first (the warm-up) and the
     one the step profile slowed down."""
     profiled = (run.get("step_profile") or {}).get("epoch")
-    return [epoch["images"] / epoch["seconds"] for epoch in run["epochs"][1:]
-            if epoch["epoch"] != profiled]
+    return [epoch["images"] / epoch["seconds"] for index, epoch in enumerate(run["epochs"])
+            if index > 0 and epoch.get("epoch", index) != profiled]
 
 
 def speedup_verdict(record: dict, target: float, basis: str) -> Verdict | None:
