@@ -166,8 +166,8 @@ for name, values in zip("RGB", pixels.T):
 #
 # `read_rgb` turns any image into `HxWx3 uint8` (RGBA loses its alpha, grayscale is
 # repeated, 16-bit data is scaled by the bit depth it uses). `read_binary_mask` turns any
-# mask into `{0, 1}`, by one documented rule (the README's mask table, and
-# `nailseg_common.data.images`): a two-level mask, in any pair of levels (0/1, 0/255, 0/100), is
+# mask into `{0, 1}`, by one documented rule (the table "How a mask is read" in
+# `docs/your_own_photos.md`, and `nailseg_common.data.images`): a two-level mask, in any pair of levels (0/1, 0/255, 0/100), is
 # nail at its higher level; an antialiased 0/255 mask (coloured or JPEG too) is nail from the
 # middle up, `MASK_THRESHOLD`; a label mask with a void 255 ring keeps its label as the nail;
 # a palette mask is read by colour or index, an RGBA cut-out by its alpha. A class mask
@@ -276,7 +276,8 @@ print("images in both splits:", len(set(train["image"]) & set(valid["image"])))
 counts
 
 # %% [markdown]
-# The split is written, as in the original series, to `csv_file/train.csv` and
+# The split is written, as in the original series (Nguyen Hoang-Phuong's ["Segmentation
+# Model" series](https://hphuongdhsp.github.io/ml-blog/)), to `csv_file/train.csv` and
 # `csv_file/valid.csv`. Paths in the files are relative (to the data root for `image` and
 # `mask`, to the prepared folder for the `.npy` files); `read_split` makes them absolute.
 

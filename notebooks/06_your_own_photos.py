@@ -45,11 +45,13 @@
 # - finding the course's own checkpoint, and checking that it fits the model you build
 # - three ways to start a fine-tuning run, and how to make the comparison fair (same
 #   encoder, budget, seed, batches and augmentations)
-# - fine-tuning in seconds: photos held on the GPU, augmentation there, a fused optimizer
+# - fine-tuning in seconds: photos held on the GPU, augmentation there, CUDA graphs
 # - k-fold cross-validation: every photo scored once, by a model that never saw it
 # - scoring photo by photo (hard Dice and IoU at probability 0.5), not only as one mean
 # - a learning curve: would more labelled photos help?
 # - reading the worst photos: a low score may be the model, or the mask
+# - whether fine-tuning beats the start as it is, judged against the noise, and what to
+#   try when it does not
 # - choosing a start from measured numbers, with their standard errors in view
 #
 # > **CPU or GPU?** The notebook runs everywhere. Without a GPU it picks the `cpu` profile;
@@ -59,17 +61,15 @@
 
 # %%
 import dataclasses
-import shutil
 
 import matplotlib.pyplot as plt
 import pandas as pd
-import torch
 
 from nailseg_common import predict
 from nailseg_common.data.synthetic import photos_or_standin
 from nailseg_common.measure import plots
-from nailseg_common.setup.environment import advice_in_words, available_starts
-from nailseg_common.setup.paths import runs_dir
+from nailseg_common.measure.targets import Verdict, mean_spread
+from nailseg_common.setup import environment
 from nailseg_common.setup.profiles import select_profile
 
 # %% [markdown]
@@ -78,16 +78,13 @@ from nailseg_common.setup.profiles import select_profile
 # %% tags=["parameters"]
 profile = ""            # smoke, cpu or gpu; empty: $NAILSEG_PROFILE, else chosen from the hardware
 data_root = ""          # your photos: Images/<type>/ + Masks/<type>/, or flat images/ + masks/
-checkpoint = ""         # the synthetic-pretrained checkpoint; empty: of the newest of notebook
-                        # 02 or 04 in this profile and the model the course ships, the better
+checkpoint = ""         # the synthetic-pretrained checkpoint; empty: found (see below)
 try_imagenet = True     # also fine-tune from ImageNet weights (needs a download, once)
-standin_images = None   # photos in the stand-in used without data_root; None: half the
-                        # profile's synthetic set, at most 60
+standin_images = None   # stand-in photos (without data_root); None: the profile's, at most 60
 folds = 5               # k of the k-fold cross-validation
 curve_sizes = [5, 10, 20]  # training photos of the learning curve's points (and all of them)
 curve_folds = None      # folds the learning curve uses (the first ones)
-image_size = None       # side of the square images the model sees; None: the profile's
-                        # finetune_image_size
+image_size = None       # side of the images the model sees; None: profile's finetune_image_size
 batch_size = None
 finetune_steps = None   # optimizer steps of each fine-tuning run (the same for every start)
 encoder = None          # smp encoder name; a found checkpoint's encoder wins
@@ -124,74 +121,32 @@ cfg, data = start(profile, photos, image_size=side, batch_size=batch_size,
 #
 # Notebook 02 (and 04, with DALI) trained the U-Net on the synthetic set and kept the
 # weights of its best validation Dice as `best-*.ckpt` under
-# `runs/<profile>/<run>/version_N/checkpoints/`. `find_checkpoint` takes the newest of
-# them in the current profile. The course also ships a U-Net in the package,
-# `SHIPPED_MODEL`, trained by notebook 04 on an H100 (how, and how well, is in the `.json`
-# beside it), so that a machine without a GPU has a good start too. `resolve_checkpoint`
-# takes the path you pass; without one, it takes whichever of the two recorded the better
-# hard Dice on its synthetic validation images (`recorded_dice`): a laptop's short run of
-# notebook 02 loses to the shipped model, a GPU's full run beats it. A checkpoint also stores the module's
+# `runs/<profile>/<run>/version_N/checkpoints/`. The course also ships a U-Net in the
+# package, `SHIPPED_MODEL`, trained by notebook 04 on an H100 (how, and how well, is in the
+# `.json` beside it), so that a machine without a GPU has a good start too.
+# `resolve_checkpoint` takes the path you pass; without one, the newest checkpoint of this
+# profile or the shipped model, whichever recorded the better hard Dice on its synthetic
+# validation images (`recorded_dice`). A checkpoint also stores the module's
 # hyperparameters, so `checkpoint_hparams` tells which encoder the weights belong to,
-# without building a model. (Cells that start with `#| export finetune` are also written
-# into `nailseg_common.training.finetune` by `make export`.)
+# without building a model. These helpers live in `nailseg_common.training.run_logs`, beside
+# the other readers of what a run leaves; the code this notebook teaches starts below, in
+# cells that start with `#| export training.finetune`, which `make export` writes into
+# `nailseg_common.training.finetune`.
 
 # %%
 #| export training.finetune: fine-tuning on your own photos, the starts compared by cross-validation, the weights kept
-import json
 import math
 from pathlib import Path
 
 import torch
 
-import nailseg_common
-from nailseg_common.setup.paths import runs_dir
 from nailseg_common.setup.profiles import Profile
+from nailseg_common.training import run_logs
 
-CHECKPOINT_RUNS = ("02_lightning_baseline", "04_dali")
-"""The runs whose best checkpoint is the course's synthetic-pretrained model."""
-SHIPPED_MODEL = Path(nailseg_common.__file__).parent / "pretrained" / "unet-mobilenet_v2.pt"
-"""The synthetic-pretrained model the course ships; its provenance is the ``.json`` beside it."""
-
-
-def find_checkpoint(profile: Profile, runs: tuple[str, ...] = CHECKPOINT_RUNS) -> Path | None:
-    """The newest ``best-*.ckpt`` of ``runs`` in ``profile``
-    (``runs_dir()/<profile>/<run>/version_*/checkpoints/``); ``None`` when there is none."""
-    found = [path for run in runs
-             for path in (runs_dir() / profile.name / run).glob("*/checkpoints/best-*.ckpt")]
-    return max(found, key=lambda path: path.stat().st_mtime, default=None)
-
-
-def recorded_dice(checkpoint: Path) -> float:
-    """The hard Dice on synthetic validation images that ``checkpoint`` recorded: its
-    ``ModelCheckpoint``'s best score, or the shipped model's provenance; NaN when neither."""
-    if checkpoint == SHIPPED_MODEL:
-        return json.loads(SHIPPED_MODEL.with_suffix(".json").read_text())["synthetic_valid"]["dice"]
-    saved = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
-    scores = [state["best_model_score"] for name, state in saved.get("callbacks", {}).items()
-              if name.startswith("ModelCheckpoint") and state.get("best_model_score") is not None]
-    return float(scores[0]) if scores else math.nan
-
-
-def resolve_checkpoint(checkpoint: str | Path, profile: Profile) -> Path | None:
-    """``checkpoint`` when given (it must exist); else of :func:`find_checkpoint` and
-    :data:`SHIPPED_MODEL`, the one with the better :func:`recorded_dice`; ``None`` when
-    there is neither."""
-    if not checkpoint:
-        found = [path for path in (find_checkpoint(profile), SHIPPED_MODEL)
-                 if path is not None and path.is_file()]
-        return max(found, key=lambda path: -1.0 if math.isnan(score := recorded_dice(path))
-                   else score, default=None)
-    path = Path(checkpoint).expanduser()
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint={str(checkpoint)!r} is not a file: pass the path of "
-                                "a best-*.ckpt written by notebook 02 or 04, or leave it empty to "
-                                "use the better of this profile's newest one and the course's.")
-    return path
-
-
-def checkpoint_hparams(checkpoint: str | Path) -> dict:
-    """The hyperparameters a ``LitNailSegmentation`` checkpoint was made with (``encoder``...)."""
-    return torch.load(checkpoint, map_location="cpu", weights_only=True)["hyper_parameters"]
+# the synthetic start's checkpoint, found by run_logs and re-exported here
+CHECKPOINT_RUNS, SHIPPED_MODEL = run_logs.CHECKPOINT_RUNS, run_logs.SHIPPED_MODEL
+find_checkpoint, resolve_checkpoint = run_logs.find_checkpoint, run_logs.resolve_checkpoint
+recorded_dice, checkpoint_hparams = run_logs.recorded_dice, run_logs.checkpoint_hparams
 
 
 # %% [markdown]
@@ -203,20 +158,12 @@ def checkpoint_hparams(checkpoint: str | Path) -> dict:
 # %%
 synthetic_checkpoint = resolve_checkpoint(checkpoint, cfg)
 if synthetic_checkpoint is None:
-    print(f"No synthetic-pretrained checkpoint in profile {cfg.name!r} (looked for best-*.ckpt "
-          f"under {runs_dir() / cfg.name}/{{{','.join(CHECKPOINT_RUNS)}}}/*/checkpoints/) and "
-          f"no {SHIPPED_MODEL}: run notebook 02 (or 04) in this profile first, or pass "
-          "checkpoint=... . Going on without the synthetic start.")
+    print(f"no checkpoint of {CHECKPOINT_RUNS} in profile {cfg.name!r} and no {SHIPPED_MODEL}: "
+          "going on without the synthetic start (run notebook 02 first, or pass checkpoint=...)")
 else:
-    trained_with = checkpoint_hparams(synthetic_checkpoint)["encoder"]
-    origin = ("the model the course ships" if synthetic_checkpoint == SHIPPED_MODEL
-              else "given" if checkpoint else f"the newest of profile {cfg.name!r}")
-    print(f"synthetic checkpoint: {synthetic_checkpoint} ({origin}; encoder {trained_with}, "
-          f"synthetic validation hard Dice {recorded_dice(synthetic_checkpoint):.3f})")
-    if trained_with != cfg.encoder:
-        print(f"encoder {cfg.encoder!r} -> {trained_with!r}: every start uses the checkpoint's "
-              "encoder, so the starts differ only in their weights")
-        cfg = dataclasses.replace(cfg, encoder=trained_with)
+    cfg = dataclasses.replace(cfg, encoder=checkpoint_hparams(synthetic_checkpoint)["encoder"])
+    print(f"synthetic checkpoint: {synthetic_checkpoint} (synthetic validation hard Dice "
+          f"{recorded_dice(synthetic_checkpoint):.3f}); every start's encoder: {cfg.encoder}")
 
 # %% [markdown]
 # ## Three starts
@@ -229,25 +176,17 @@ else:
 # - `"imagenet"`: `encoder_weights="imagenet"`, downloaded once from the Hugging Face Hub
 #   into its cache; the decoder starts random.
 #
-# The module is notebook 02's `LitNailSegmentation` with one change that notebook 07
-# explains: `FastNailSegmentation(fused_optimizer=True)` updates the weights with AdamW's
-# fused kernel, one launch instead of a dozen per group of tensors. With a batch of a dozen
-# photos the GPU waits on the host that launches its kernels, so launches are what a step
-# costs. Offline, the Hub client would retry each file for half a minute or more;
-# `cache_only_when_offline` (in `nailseg_common.setup.environment`) first checks whether the Hub can be
-# reached and, when it cannot, lets the client look in its local cache only. Either way a
-# missing download ends in `create_model`'s `RuntimeError`, which says what to do. Every
-# start draws its random initialisation from the same seed. `available_starts` (in
-# `nailseg_common.setup.environment`) lists the starts this machine can run: the synthetic one needs a
-# checkpoint, the ImageNet one its weights, which it tries to fetch once. One note concerns
-# encoders with depthwise convolutions, such as the shipped model's mobilenet_v2: in half
-# precision and the channels-last layout, cuDNN compiles their kernels the first time a
-# process meets each shape. `run_depthwise_as` (in `nailseg_common.setup.environment`) runs those
-# layers in float32 instead: on an H100 a fresh process's first training step took 4.4 to
-# 5.9 s instead of 7.3 to 10.4 s, for 1.2 ms more per step (`results/depthwise_first_step_h100.json`).
+# The module is notebook 02's `LitNailSegmentation` with AdamW's fused kernel (notebook 07's
+# `FastNailSegmentation`). Every start draws its random initialisation from the same seed.
+# `available_starts` (in `nailseg_common.setup.environment`) lists the starts this machine
+# can run: the synthetic one needs a checkpoint, the ImageNet one its weights, which it
+# tries to fetch once (the docstring of `start_model` says how it handles an offline machine
+# and the first step of depthwise convolutions on a GPU).
 
 # %%
 #| export training.finetune
+import contextlib
+
 from nailseg_common.setup.environment import cache_only_when_offline, run_depthwise_as
 from nailseg_common.training.fast_training import FastNailSegmentation
 from nailseg_common.training.unet import LitNailSegmentation
@@ -269,9 +208,12 @@ def load_weights(model: LitNailSegmentation, checkpoint: str | Path) -> LitNailS
 
 def start_model(start: str, encoder: str, lr: float, max_steps: int,
                 checkpoint: str | Path | None = None, seed: int = 0) -> LitNailSegmentation:
-    """The U-Net to fine-tune (AdamW's fused kernel), its weights starting as ``start`` says
-    (one of :data:`STARTS`). ``"synthetic"`` needs ``checkpoint``; ``"imagenet"`` raises
-    ``RuntimeError`` when the weights can be neither downloaded nor found in the cache."""
+    """The U-Net to fine-tune from ``start`` (:data:`STARTS`), with AdamW's fused kernel (one
+    launch per step instead of dozens: launches are what a small batch's step costs).
+    ``"synthetic"`` needs ``checkpoint``. ``"imagenet"`` downloads the encoder once from the
+    Hugging Face Hub; offline, ``cache_only_when_offline`` makes the client read its cache
+    instead of retrying each file, and ``RuntimeError`` says what to do. ``run_depthwise_as``
+    keeps depthwise convolutions in float32: a GPU's first step skips cuDNN compiling them."""
     if start not in STARTS:
         raise ValueError(f"start must be one of {STARTS}, not {start!r}")
     if start == "synthetic" and checkpoint is None:
@@ -279,13 +221,12 @@ def start_model(start: str, encoder: str, lr: float, max_steps: int,
                          "this profile first, or pass the path of a best-*.ckpt.")
     torch.manual_seed(seed)
     options = {"encoder": encoder, "lr": lr, "max_steps": max_steps, "fused_optimizer": True}
-    if start != "imagenet":
-        model = FastNailSegmentation(**options)
-        model = load_weights(model, checkpoint) if start == "synthetic" else model
-    else:
-        with cache_only_when_offline():
-            model = FastNailSegmentation(**options, encoder_weights="imagenet")
-    run_depthwise_as(model.model)  # depthwise layers in float32: see the note above
+    with cache_only_when_offline() if start == "imagenet" else contextlib.nullcontext():
+        model = FastNailSegmentation(**options,
+                                     encoder_weights="imagenet" if start == "imagenet" else None)
+    if start == "synthetic":
+        load_weights(model, checkpoint)
+    run_depthwise_as(model.model)  # depthwise layers in float32: see the docstring
     return model
 
 
@@ -295,11 +236,10 @@ def make_start(start_name: str) -> LitNailSegmentation:
                        synthetic_checkpoint)
 
 
-available, skipped = available_starts(STARTS, make_start, synthetic_checkpoint, try_imagenet)
-for start_name, reason in skipped.items():
-    print(f"{start_name} start skipped: {reason}")
-print(f"{len(available)} of {len(STARTS)} starts to fine-tune: {', '.join(available)} "
-      f"(U-Net with a {cfg.encoder} encoder)")
+available, skipped = environment.available_starts(STARTS, make_start, synthetic_checkpoint,
+                                                  try_imagenet)
+print(f"starts to fine-tune: {', '.join(available)} (U-Net with a {cfg.encoder} encoder);",
+      "skipped:", skipped or "none")
 
 # %% [markdown]
 # ## Every photo held out once
@@ -451,16 +391,11 @@ class GraphedUNet(pl.Callback):
 # replace statistics learned on thousands of images. `KeepLearnedStatistics` keeps each
 # layer that arrives with statistics (it has counted batches) in eval mode while the weights
 # train; the random start has none to keep and learns them as usual. Which way is better
-# depends on the model and the budget. With 40 steps at a low learning rate (the `cpu`
-# profile) the weights have little time to adapt to new statistics: from the model shipped
-# before, keeping them scored hard Dice 0.888 ± 0.011 on the stand-in and relearning them
-# 0.838 ± 0.025 (`results/fine_tune_batchnorm_cpu.json`); from the model shipped now, trained
-# on a wider synthetic set, the two are within the noise, 0.885 ± 0.010 against
-# 0.881 ± 0.012 (`results/fine_tune_batchnorm_cpu_generator4.json`). With 120 steps at
-# 384 px on an H100 relearning them was a little better, 0.934 ± 0.010 against
-# 0.926 ± 0.011 (`results/fine_tune_batchnorm_h100.json`). The profile's
-# `finetune_keep_statistics` says which; `lab/fine_tune_batchnorm/fine_tune_batchnorm.py` measures both ways
-# on your photos.
+# depends on the model and the budget: `results/fine_tune_batchnorm_cpu_generator4.json`
+# (40 steps at 160 px on a CPU) and `results/fine_tune_batchnorm_h100.json` (120 steps at
+# 384 px on an H100) hold both ways measured on the stand-in. The profile's
+# `finetune_keep_statistics` says which; `lab/fine_tune_batchnorm/fine_tune_batchnorm.py`
+# measures both ways on your photos.
 
 # %%
 #| export training.finetune
@@ -545,10 +480,8 @@ tables, logits = {}, {}
 if synthetic_checkpoint is not None:
     logits[ZERO_SHOT] = predict_logits(make_start("synthetic"), photos_set.images)
     tables[ZERO_SHOT] = score_photos(logits[ZERO_SHOT], photos_set.labels, frame)
-    print(f"zero-shot: hard Dice {tables[ZERO_SHOT]['dice'].mean():.3f}, IoU "
-          f"{tables[ZERO_SHOT]['iou'].mean():.3f} (mean over all {len(frame)} photos)")
-else:
-    print("no zero-shot row: there is no synthetic checkpoint")
+    print(f"zero-shot, mean over all {len(frame)} photos:",
+          tables[ZERO_SHOT][["dice", "iou"]].mean().round(3).to_dict())
 
 # %% [markdown]
 # ## Cross-validating the starts
@@ -605,10 +538,9 @@ def cross_validate(make_start: Callable[[str], LitNailSegmentation], starts: lis
 validation = cross_validate(make_start, available, frame, photos_set, fold_sets, cfg)
 tables.update(validation.tables)
 logits.update(validation.logits)
-runs = validation.runs.assign(ms_per_step=lambda t: 1000 * t.seconds / t.steps)
-print(runs.groupby("start")[["seconds", "ms_per_step"]].median().round(1).to_string())
-print(f"{len(runs)} runs of {cfg.finetune_steps} steps (batch {cfg.batch_size}, "
-      f"{cfg.image_size} px, validations included) in {runs.seconds.sum():.1f} s")
+runs = validation.runs
+print(f"{len(runs)} runs of {cfg.finetune_steps} steps (batch {cfg.batch_size}, {cfg.image_size} px,"
+      f" validations included) in {runs.seconds.sum():.1f} s, median {runs.seconds.median():.1f} s")
 
 # %% [markdown]
 # ## Every photo
@@ -647,9 +579,8 @@ def compare_starts(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 def paired_gain(better: pd.Series, worse: pd.Series) -> dict:
     """``better - worse`` on the same photos: mean ``gain``, its ``gain_se``, ``wins``, ``loses``."""
-    g = better - worse
-    se = g.std(ddof=1) / math.sqrt(len(g)) if len(g) > 1 else math.nan  # NaN for one photo
-    return {"gain": g.mean(), "gain_se": se, "wins": int(sum(g > 0)), "loses": int(sum(g < 0))}
+    g = better - worse  # the standard error: NaN for one photo
+    return {"gain": g.mean(), "gain_se": g.sem(), "wins": int(sum(g > 0)), "loses": int(sum(g < 0))}
 
 
 def recommend_start(tables: dict[str, pd.DataFrame]) -> dict:
@@ -673,28 +604,44 @@ if validation.curves:
 compare_starts(tables).round(3)
 
 # %% [markdown]
+# ## Does fine-tuning pay?
+#
+# The zero-shot row is the synthetic start as it is; the `synthetic` row is the same weights
+# fine-tuned. Their difference photo by photo is what fine-tuning gains, and its spread
+# (twice the standard error of the mean paired gain) is how much the choice of photos alone
+# could move it. `Verdict` (in `nailseg_common.measure.targets`) judges the gain against no
+# gain at all: met, missed or within noise; `finetune_gain_in_words` (in
+# `nailseg_common.setup.environment`) says what the outcome means and what to try.
+
+# %%
+if {"synthetic", ZERO_SHOT} <= tables.keys():
+    gain = tables["synthetic"].dice - tables[ZERO_SHOT].dice[tables["synthetic"].index]
+    verdict = Verdict("fine-tuning gain", gain.mean(), 0.0, mean_spread(gain), "the start as it is")
+    print(verdict)
+    print("\n".join(environment.finetune_gain_in_words(verdict.outcome, standin=not data_root)))
+else:
+    print("no verdict on fine-tuning: there is no synthetic checkpoint to start from")
+
+# %% [markdown]
 # ## How many photos do you need?
 #
 # A **learning curve**: the same cross-validation, each fold's run trained on only its first
 # 5, 10 or 20 training photos (`curve_sizes`) and scored on the same held-out photos, for
 # the synthetic start against random weights, on the profile's first `curve_folds` folds
 # (each fold more costs as many runs again). The points at the right are the runs above,
-# on all the training photos of every fold. Where the synthetic start is flat, more photos buy little;
-# where random weights climb, they still need every photo they can get.
+# on all the training photos of every fold. Where the synthetic start is flat, more photos
+# buy little; where random weights climb, they still need every photo they can get.
 
 # %%
 curve_starts = [name for name in ("synthetic", "random") if name in available]
 all_photos = min(len(train) for train, _ in fold_sets)
 sizes = sorted({size for size in curve_sizes if size < all_photos})
-points = []
-for size in sizes:
-    part = cross_validate(make_start, curve_starts, frame, photos_set, fold_sets[:cfg.curve_folds],
-                          cfg, train_size=size)
-    points += [{"start": name, "photos": size, "dice": table.dice.mean(), "se": table.dice.sem()}
-               for name, table in part.tables.items()]
-points += [{"start": name, "photos": all_photos, "dice": tables[name].dice.mean(),
-            "se": tables[name].dice.sem()} for name in curve_starts]
-curve = pd.DataFrame(points)
+by_size = {size: cross_validate(make_start, curve_starts, frame, photos_set,
+                               fold_sets[:cfg.curve_folds], cfg, train_size=size).tables
+           for size in sizes} | {all_photos: {name: tables[name] for name in curve_starts}}
+curve = pd.DataFrame([{"start": name, "photos": size, "dice": table.dice.mean(),
+                       "se": table.dice.sem()}
+                      for size, part in by_size.items() for name, table in part.items()])
 plots.plot_learning_curve(curve, tables[ZERO_SHOT].dice.mean() if ZERO_SHOT in tables else None)
 plt.show()
 curve.pivot(index="photos", columns="start", values="dice").round(3)
@@ -707,18 +654,12 @@ curve.pivot(index="photos", columns="start", values="dice").round(3)
 # truth outlined in yellow and the prediction in cyan, and below them the predicted
 # probability. Look at the masks as much as at the predictions: on a small hand-labelled
 # set, a missed nail in the *mask* costs as much as one in the prediction.
+# (`plot_worst_photos`, in `nailseg_common.measure.plots`, draws them.)
 
 # %%
 advice = recommend_start(tables)
 best = advice["best"]
-worst = tables[best].nsmallest(4, "dice")
-figure = plots.plot_predictions(photos_set.images[worst.index].permute(0, 2, 3, 1).cpu().numpy() / 255,
-                          photos_set.labels[worst.index, 0].cpu().numpy(),
-                          torch.sigmoid(logits[best][worst.index, 0]).numpy())
-for ax, (_, row) in zip(figure.axes, worst.iterrows()):
-    ax.set_title(f"{row['photo']}\nDice {row['dice']:.2f}, IoU {row['iou']:.2f}", fontsize=8)
-figure.suptitle(f"worst photos of {best}: ground truth (yellow), prediction (cyan)",
-                fontsize=10)
+plots.plot_worst_photos(tables[best].nsmallest(4, "dice"), photos_set, logits[best], best)
 plt.show()
 
 # %% [markdown]
@@ -731,7 +672,7 @@ plt.show()
 # in words.)
 
 # %%
-print("\n".join(advice_in_words(advice, tables, ZERO_SHOT)))
+print("\n".join(environment.advice_in_words(advice, tables, ZERO_SHOT)))
 print(f"skipped: {', '.join(skipped) or 'none'}; the scores are at {cfg.image_size} px after "
       f"{cfg.finetune_steps} steps, {len(fold_sets)} folds")
 
@@ -744,9 +685,12 @@ print(f"skipped: {', '.join(skipped) or 'none'}; the scores are at {cfg.image_si
 #   worth looking for in the worst photos.
 # - **ImageNet weights** know photos, not nails: the encoder starts from general features,
 #   the decoder from nothing, and the weights need a download once.
-# - **Zero-shot ahead of every fine-tuned start** means the budget or the learning rate is
-#   off for this set (too few steps to adapt, or so many that it overfits a few dozen photos),
-#   not that fine-tuning cannot help.
+# - **Fine-tuning within noise of the start as it is** means the start already handles
+#   photos like these, as on the synthetic stand-in, which resembles what the start was
+#   trained on. On real photos unlike the synthetic set, fine-tuning is where the gain comes
+#   from; when it does not come, try more steps, a lower learning rate, more photos.
+# - **A fine-tuned start below the start as it is** (the verdict missed) means too many
+#   steps or too high a learning rate for a few dozen photos: it overfits or forgets.
 # - **The learning curve says whether to label more photos**: a curve still rising at the
 #   right end is worth more photos; a flat one is not.
 #
@@ -782,6 +726,10 @@ def save_weights(model: LitNailSegmentation, path: str | Path, image_size: int) 
 # the same arguments (`predict.main`, which returns the command's exit status).
 
 # %%
+import shutil
+
+from nailseg_common.setup.paths import runs_dir
+
 run_folder = runs_dir() / cfg.name
 model_file = (synthetic_checkpoint if best == ZERO_SHOT else
               save_weights(validation.models[best], run_folder / "06_fine_tuned" / f"{best}.pt",

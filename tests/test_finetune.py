@@ -20,7 +20,7 @@ from nailseg_common.pipelines.albumentations_pipeline import NailDataModule
 from nailseg_common.setup import environment
 from nailseg_common.setup.environment import advice_in_words, available_starts
 from nailseg_common.setup.profiles import select_profile
-from nailseg_common.training import finetune
+from nailseg_common.training import finetune, run_logs
 from nailseg_common.training.finetune import (
     PhotosOnDevice,
     checkpoint_hparams,
@@ -90,7 +90,7 @@ def test_without_a_checkpoint_the_shipped_model_is_taken_and_a_wrong_path_is_ref
     monkeypatch.setenv("NAILSEG_RUNS_DIR", str(tmp_path / "empty"))
     assert find_checkpoint(tiny_profile()) is None
     assert resolve_checkpoint("", tiny_profile()) == finetune.SHIPPED_MODEL
-    monkeypatch.setattr(finetune, "SHIPPED_MODEL", tmp_path / "not_shipped.pt")
+    monkeypatch.setattr(run_logs, "SHIPPED_MODEL", tmp_path / "not_shipped.pt")
     assert resolve_checkpoint("", tiny_profile()) is None
     with pytest.raises(FileNotFoundError, match="notebook 02 or 04"):
         resolve_checkpoint(tmp_path / "missing.ckpt", tiny_profile())
@@ -121,7 +121,7 @@ def test_of_a_local_checkpoint_and_the_shipped_model_the_better_recorded_dice_wi
     provenance = json.loads(finetune.SHIPPED_MODEL.with_suffix(".json").read_text())
     assert recorded_dice(finetune.SHIPPED_MODEL) == provenance["synthetic_valid"]["dice"] > 0.85
     assert resolve_checkpoint("", trained.profile) == finetune.SHIPPED_MODEL  # 2 steps lose
-    monkeypatch.setattr(finetune, "recorded_dice",
+    monkeypatch.setattr(run_logs, "recorded_dice",
                         lambda path: 0.95 if path == trained.best else 0.88)
     assert resolve_checkpoint("", trained.profile) == trained.best
 

@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader
 from nailseg_common import predict as predict_module
 from nailseg_common.predict import MARKER, load_model, main, predict_mask
 from nailseg_common.setup.profiles import select_profile
-from nailseg_common.training import finetune
+from nailseg_common.training import run_logs
 from nailseg_common.training.finetune import SHIPPED_MODEL, save_weights
 from nailseg_common.training.trainer import make_trainer
 from nailseg_common.training.unet import LitNailSegmentation
@@ -185,7 +185,7 @@ def test_without_a_checkpoint_the_newest_of_the_profile_is_used_else_the_shipped
     code, stdout, err = predict(capsys, tmp_path / "photos", tmp_path / "shipped")
     assert code == 0, err
     assert f"model {SHIPPED_MODEL} at {SIZE}x{SIZE}" in stdout
-    for module in (finetune, predict_module):
+    for module in (run_logs, predict_module):
         monkeypatch.setattr(module, "SHIPPED_MODEL", tmp_path / "not_shipped.pt")
     code, _, err = predict(capsys, tmp_path / "photos", tmp_path / "out")
     assert code == 2 and err.count("\n") == 1

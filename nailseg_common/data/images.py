@@ -13,7 +13,8 @@ Images become ``HxWx3 uint8`` RGB (RGBA loses its alpha, grayscale is repeated).
 or 16 bits that holds its brightest pixel (so 12-bit data, at most 4095, is not read
 nearly black).
 
-Masks become ``HxW uint8`` in {0, 1} (the rule, also in the README):
+Masks become ``HxW uint8`` in {0, 1} (the rule, also the table "How a mask is read" in
+``docs/your_own_photos.md``):
 
 1. One value per pixel: gray as it is; colour masks their brightest channel; palette masks
    their gray when every colour used is gray, else their palette index (a label:

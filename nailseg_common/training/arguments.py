@@ -5,6 +5,8 @@ Every option that changes the run is an argument; what is not given comes from t
 (``--profile``, else ``NAILSEG_PROFILE``, else the hardware), as in the notebooks. The batch
 size is per device, the learning rate is used as given whatever the number of devices, and
 the run trains on whole epochs (the profiles' caps on batches per epoch are not applied).
+:func:`report` is what rank 0 writes and prints at the end; :func:`script_options` and
+:func:`plan_options` build the command line notebook 08 launches.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import torch
 
 from nailseg_common.pipelines.dali_pipeline import dali_available, dali_status
 from nailseg_common.setup.environment import device_description, library_versions
+from nailseg_common.setup.files import write_json
 from nailseg_common.setup.profiles import Profile, select_profile
 
 PIPELINES = ("dali",)
@@ -161,3 +164,47 @@ def run_record(args: argparse.Namespace, profile: Profile, world_size: int) -> d
             "world_size": world_size, "python": platform.python_version(),
             "versions": library_versions(),
             "config": {**vars(args), "profile": dataclasses.asdict(profile)}}
+
+
+def report(args: argparse.Namespace, trainer, result: dict) -> dict:
+    """Rank 0 writes ``result`` (``args.out``, else the run folder) and says what it holds."""
+    path = write_json(Path(args.out or Path(trainer.default_root_dir) / "result.json"), result)
+    if "history" in result:
+        if result["reached"]:
+            outcome = (f"IoU {args.target_iou} after {result['seconds_to_target']:.1f} s "
+                       f"({result['steps_to_target']} steps)")
+        elif result["history"]:
+            outcome = f"IoU {args.target_iou} not reached (best {result['best_iou']:.3f})"
+        else:
+            outcome = f"IoU {args.target_iou} not reached (no validation ran)"
+        speed = (f"{result['train_img_s']:.0f} img/s" if result["train_img_s"] is not None
+                 else "not measured (one epoch, which is left out as warm-up)")
+        print(f"{trainer.world_size} device(s): {outcome}; fit {result['fit_s']:.1f} s, "
+              f"compilation {result['compile_s']:.1f} s apart; training {speed}")
+        if result["coverage"] is not None:
+            bad = [row["epoch"] for row in result["coverage"] if not row["ok"]]
+            print(f"sample coverage of {len(result['coverage'])} complete epoch(s): "
+                  + (f"wrong in epochs {bad}" if bad else "ok"))
+    else:
+        print(f"{trainer.world_size} device(s): val_iou {result['val_iou']:.6f}, val_dice "
+              f"{result['val_dice']:.6f}, val_loss {result['val_loss']:.6f}")
+    print(f"results: {path}")
+    return result
+
+
+def script_options(profile: Profile, target_iou: float, data_root: str = "") -> list[str]:
+    """The options every launch of notebook 08 shares: ``profile``'s settings, the IoU level."""
+    return ["--profile", profile.name, "--num-images", str(profile.num_images),
+            "--image-size", str(profile.image_size), "--encoder", profile.encoder,
+            "--precision", profile.precision, "--accelerator", profile.accelerator,
+            "--batch-size", str(profile.ddp_batch_size), "--target-iou", str(target_iou),
+            "--val-every-n-epochs", str(profile.val_every_n_epochs),
+            "--compile" if profile.compile_model else "--no-compile",
+            *(["--data-root", data_root] if data_root else [])]
+
+
+def plan_options(plan: dict, profile_epoch: int) -> list[str]:
+    """A run's plan (``devices``, ``lr``, ``warmup``, ``steps``) as options of the script."""
+    return ["--devices", str(plan["devices"]), "--lr", str(plan["lr"]), "--warmup-steps",
+            str(plan["warmup"]), "--max-steps", str(plan["steps"]),
+            "--profile-epoch", str(profile_epoch)]

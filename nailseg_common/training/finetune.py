@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-import json
+import contextlib
 import math
 import time
 from collections.abc import Callable
@@ -17,7 +17,6 @@ import torch
 from torch import nn
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 
-import nailseg_common
 from nailseg_common.data.preparation import DataError, read_split
 from nailseg_common.pipelines.kornia_pipeline import (
     SPLITS,
@@ -26,57 +25,17 @@ from nailseg_common.pipelines.kornia_pipeline import (
     load_cache,
 )
 from nailseg_common.setup.environment import cache_only_when_offline, run_depthwise_as
-from nailseg_common.setup.paths import DataLocation, runs_dir
+from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import Profile
+from nailseg_common.training import run_logs
 from nailseg_common.training.fast_training import FastNailSegmentation
 from nailseg_common.training.trainer import make_trainer, read_metrics
 from nailseg_common.training.unet import LitNailSegmentation, per_image_dice, per_image_iou
 
-CHECKPOINT_RUNS = ("02_lightning_baseline", "04_dali")
-"""The runs whose best checkpoint is the course's synthetic-pretrained model."""
-SHIPPED_MODEL = Path(nailseg_common.__file__).parent / "pretrained" / "unet-mobilenet_v2.pt"
-"""The synthetic-pretrained model the course ships; its provenance is the ``.json`` beside it."""
-
-
-def find_checkpoint(profile: Profile, runs: tuple[str, ...] = CHECKPOINT_RUNS) -> Path | None:
-    """The newest ``best-*.ckpt`` of ``runs`` in ``profile``
-    (``runs_dir()/<profile>/<run>/version_*/checkpoints/``); ``None`` when there is none."""
-    found = [path for run in runs
-             for path in (runs_dir() / profile.name / run).glob("*/checkpoints/best-*.ckpt")]
-    return max(found, key=lambda path: path.stat().st_mtime, default=None)
-
-
-def recorded_dice(checkpoint: Path) -> float:
-    """The hard Dice on synthetic validation images that ``checkpoint`` recorded: its
-    ``ModelCheckpoint``'s best score, or the shipped model's provenance; NaN when neither."""
-    if checkpoint == SHIPPED_MODEL:
-        return json.loads(SHIPPED_MODEL.with_suffix(".json").read_text())["synthetic_valid"]["dice"]
-    saved = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
-    scores = [state["best_model_score"] for name, state in saved.get("callbacks", {}).items()
-              if name.startswith("ModelCheckpoint") and state.get("best_model_score") is not None]
-    return float(scores[0]) if scores else math.nan
-
-
-def resolve_checkpoint(checkpoint: str | Path, profile: Profile) -> Path | None:
-    """``checkpoint`` when given (it must exist); else of :func:`find_checkpoint` and
-    :data:`SHIPPED_MODEL`, the one with the better :func:`recorded_dice`; ``None`` when
-    there is neither."""
-    if not checkpoint:
-        found = [path for path in (find_checkpoint(profile), SHIPPED_MODEL)
-                 if path is not None and path.is_file()]
-        return max(found, key=lambda path: -1.0 if math.isnan(score := recorded_dice(path))
-                   else score, default=None)
-    path = Path(checkpoint).expanduser()
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint={str(checkpoint)!r} is not a file: pass the path of "
-                                "a best-*.ckpt written by notebook 02 or 04, or leave it empty to "
-                                "use the better of this profile's newest one and the course's.")
-    return path
-
-
-def checkpoint_hparams(checkpoint: str | Path) -> dict:
-    """The hyperparameters a ``LitNailSegmentation`` checkpoint was made with (``encoder``...)."""
-    return torch.load(checkpoint, map_location="cpu", weights_only=True)["hyper_parameters"]
+# the synthetic start's checkpoint, found by run_logs and re-exported here
+CHECKPOINT_RUNS, SHIPPED_MODEL = run_logs.CHECKPOINT_RUNS, run_logs.SHIPPED_MODEL
+find_checkpoint, resolve_checkpoint = run_logs.find_checkpoint, run_logs.resolve_checkpoint
+recorded_dice, checkpoint_hparams = run_logs.recorded_dice, run_logs.checkpoint_hparams
 
 
 STARTS = ("random", "synthetic", "imagenet")
@@ -96,9 +55,12 @@ def load_weights(model: LitNailSegmentation, checkpoint: str | Path) -> LitNailS
 
 def start_model(start: str, encoder: str, lr: float, max_steps: int,
                 checkpoint: str | Path | None = None, seed: int = 0) -> LitNailSegmentation:
-    """The U-Net to fine-tune (AdamW's fused kernel), its weights starting as ``start`` says
-    (one of :data:`STARTS`). ``"synthetic"`` needs ``checkpoint``; ``"imagenet"`` raises
-    ``RuntimeError`` when the weights can be neither downloaded nor found in the cache."""
+    """The U-Net to fine-tune from ``start`` (:data:`STARTS`), with AdamW's fused kernel (one
+    launch per step instead of dozens: launches are what a small batch's step costs).
+    ``"synthetic"`` needs ``checkpoint``. ``"imagenet"`` downloads the encoder once from the
+    Hugging Face Hub; offline, ``cache_only_when_offline`` makes the client read its cache
+    instead of retrying each file, and ``RuntimeError`` says what to do. ``run_depthwise_as``
+    keeps depthwise convolutions in float32: a GPU's first step skips cuDNN compiling them."""
     if start not in STARTS:
         raise ValueError(f"start must be one of {STARTS}, not {start!r}")
     if start == "synthetic" and checkpoint is None:
@@ -106,13 +68,12 @@ def start_model(start: str, encoder: str, lr: float, max_steps: int,
                          "this profile first, or pass the path of a best-*.ckpt.")
     torch.manual_seed(seed)
     options = {"encoder": encoder, "lr": lr, "max_steps": max_steps, "fused_optimizer": True}
-    if start != "imagenet":
-        model = FastNailSegmentation(**options)
-        model = load_weights(model, checkpoint) if start == "synthetic" else model
-    else:
-        with cache_only_when_offline():
-            model = FastNailSegmentation(**options, encoder_weights="imagenet")
-    run_depthwise_as(model.model)  # depthwise layers in float32: see the note above
+    with cache_only_when_offline() if start == "imagenet" else contextlib.nullcontext():
+        model = FastNailSegmentation(**options,
+                                     encoder_weights="imagenet" if start == "imagenet" else None)
+    if start == "synthetic":
+        load_weights(model, checkpoint)
+    run_depthwise_as(model.model)  # depthwise layers in float32: see the docstring
     return model
 
 
@@ -283,9 +244,8 @@ def compare_starts(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 def paired_gain(better: pd.Series, worse: pd.Series) -> dict:
     """``better - worse`` on the same photos: mean ``gain``, its ``gain_se``, ``wins``, ``loses``."""
-    g = better - worse
-    se = g.std(ddof=1) / math.sqrt(len(g)) if len(g) > 1 else math.nan  # NaN for one photo
-    return {"gain": g.mean(), "gain_se": se, "wins": int(sum(g > 0)), "loses": int(sum(g < 0))}
+    g = better - worse  # the standard error: NaN for one photo
+    return {"gain": g.mean(), "gain_se": g.sem(), "wins": int(sum(g > 0)), "loses": int(sum(g < 0))}
 
 
 def recommend_start(tables: dict[str, pd.DataFrame]) -> dict:

@@ -15,7 +15,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import Callback
 from pytorch_lightning.strategies import DDPStrategy
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import ProfilerActivity, profile, schedule
 
 from nailseg_common.data.preparation import ensure_prepared, read_split
 from nailseg_common.measure.profiling import synchronized_now
@@ -23,7 +23,7 @@ from nailseg_common.pipelines.dali_pipeline import DALINailDataModule, sample_na
 from nailseg_common.setup.files import write_json
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import Profile
-from nailseg_common.training.arguments import ddp_options, parse_args, run_record
+from nailseg_common.training.arguments import ddp_options, parse_args, report, run_record
 from nailseg_common.training.fast_training import AccuracyClock, FastNailSegmentation, warm_up
 from nailseg_common.training.trainer import TrainingSpeed, make_trainer
 
@@ -125,11 +125,23 @@ def covered_ms(intervals: list[tuple[float, float]]) -> float:
     return total / 1e3
 
 
+def split_steps(kernels: list[tuple[str, float, float]] | None, wall_ms: float, steps: int) -> dict:
+    """Per step in ms: ``wall_ms`` and, from the ``(name, start µs, end µs)`` of the kernels of
+    ``steps`` steps (None: not recorded), compute, all-reduce not hidden, idle, and NCCL."""
+    split = {"steps": steps, "wall_ms": wall_ms, "compute_ms": None,
+             "all_reduce_not_hidden_ms": None, "idle_ms": None, "nccl_ms": None}
+    if kernels is not None:
+        compute = covered_ms([(s, e) for name, s, e in kernels if "nccl" not in name.lower()])
+        busy = covered_ms([(s, e) for _, s, e in kernels])
+        nccl = covered_ms([(s, e) for name, s, e in kernels if "nccl" in name.lower()])
+        split |= {"compute_ms": compute / steps, "all_reduce_not_hidden_ms": (busy - compute) / steps,
+                  "idle_ms": wall_ms - busy / steps, "nccl_ms": nccl / steps}
+    return split
+
+
 class StepProfile(Callback):
-    """``torch.profiler`` over ``steps`` training batches of epoch ``epoch`` from its second
-    batch, on rank 0. ``summary``: per step in ms, the wall time and, on a GPU, the time with
-    compute kernels, with only NCCL kernels (all-reduce not hidden), with none (idle), and
-    with NCCL kernels, hidden or not (``nccl_ms``)."""
+    """``torch.profiler`` over ``steps`` training batches of epoch ``epoch`` on rank 0, after
+    a batch that warms the profiler up; ``summary``: :func:`split_steps` of them."""
 
     def __init__(self, epoch: int, steps: int = 5):
         self.epoch, self.steps = epoch, steps
@@ -138,32 +150,33 @@ class StepProfile(Callback):
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         if trainer.is_global_zero and trainer.current_epoch == self.epoch and batch_idx == 1:
-            self._steps = min(self.steps, trainer.num_training_batches - 1)
+            self._steps = min(self.steps, trainer.num_training_batches - 2)  # after the warm-up
             self._cuda = pl_module.device.type == "cuda"  # kernels to record on a GPU only
-            self._profiler = (profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
-                              if self._cuda else contextlib.nullcontext())
-            self._start = synchronized_now(pl_module.device)  # the previous steps are done
-            self._profiler.__enter__()
+            warm_then_record = schedule(wait=0, warmup=1, active=max(self._steps, 1), repeat=1)
+            self._profiler = (profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                                      schedule=warm_then_record) if self._cuda
+                              else contextlib.nullcontext()) if self._steps > 0 else None
+            if self._profiler is not None:  # batch 1 warms it up, it records from batch 2 on
+                self._profiler.__enter__()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if self._profiler is None or batch_idx != self._steps:
+        if self._profiler is None:
             return
-        wall_ms = 1e3 * (synchronized_now(pl_module.device) - self._start) / self._steps
+        last = batch_idx == 1 + self._steps
+        if last:
+            wall_ms = 1e3 * (synchronized_now(pl_module.device) - self._start) / self._steps
+        if self._cuda:
+            self._profiler.step()  # the schedule: warm up on batch 1, record, then stop
+        if batch_idx == 1:  # the profiler is warm: the profiled steps start
+            self._start = synchronized_now(pl_module.device)
+        if not last:
+            return
         self._profiler.__exit__(None, None, None)
         kernels = [(event.name, event.time_range.start, event.time_range.end)
                    for event in self._profiler.events() if event.device_type.name == "CUDA"
-                   ] if self._cuda else []
+                   ] if self._cuda else None
         self._profiler = None
-        self.summary = {"epoch": self.epoch, "steps": self._steps, "wall_ms": wall_ms,
-                        "compute_ms": None, "all_reduce_not_hidden_ms": None, "idle_ms": None,
-                        "nccl_ms": None}
-        if self._cuda:
-            compute = covered_ms([(s, e) for name, s, e in kernels if "nccl" not in name.lower()])
-            busy = covered_ms([(s, e) for _, s, e in kernels])
-            nccl = covered_ms([(s, e) for name, s, e in kernels if "nccl" in name.lower()])
-            self.summary |= {"compute_ms": compute / self._steps,
-                             "all_reduce_not_hidden_ms": (busy - compute) / self._steps,
-                             "idle_ms": wall_ms - busy / self._steps, "nccl_ms": nccl / self._steps}
+        self.summary = {"epoch": self.epoch, **split_steps(kernels, wall_ms, self._steps)}
 
     def on_train_end(self, trainer, pl_module) -> None:
         if self._profiler is not None:  # the run ended within the profiled steps: no summary
@@ -223,32 +236,6 @@ def train(args: argparse.Namespace, profile: Profile, location: DataLocation) ->
         "step_profile": step_profile.summary if step_profile else None,
         "checkpoint": str(checkpoint)}
     return report(args, trainer, result)
-
-
-def report(args: argparse.Namespace, trainer: pl.Trainer, result: dict) -> dict:
-    """Rank 0 writes ``result`` (``args.out``, else the run folder) and says what it holds."""
-    path = write_json(Path(args.out or Path(trainer.default_root_dir) / "result.json"), result)
-    if "history" in result:
-        if result["reached"]:
-            outcome = (f"IoU {args.target_iou} after {result['seconds_to_target']:.1f} s "
-                       f"({result['steps_to_target']} steps)")
-        elif result["history"]:
-            outcome = f"IoU {args.target_iou} not reached (best {result['best_iou']:.3f})"
-        else:
-            outcome = f"IoU {args.target_iou} not reached (no validation ran)"
-        speed = (f"{result['train_img_s']:.0f} img/s" if result["train_img_s"] is not None
-                 else "not measured (one epoch, which is left out as warm-up)")
-        print(f"{trainer.world_size} device(s): {outcome}; fit {result['fit_s']:.1f} s, "
-              f"compilation {result['compile_s']:.1f} s apart; training {speed}")
-        if result["coverage"] is not None:
-            bad = [row["epoch"] for row in result["coverage"] if not row["ok"]]
-            print(f"sample coverage of {len(result['coverage'])} complete epoch(s): "
-                  + (f"wrong in epochs {bad}" if bad else "ok"))
-    else:
-        print(f"{trainer.world_size} device(s): val_iou {result['val_iou']:.6f}, val_dice "
-              f"{result['val_dice']:.6f}, val_loss {result['val_loss']:.6f}")
-    print(f"results: {path}")
-    return result
 
 
 def validate(args: argparse.Namespace, profile: Profile, location: DataLocation) -> dict | None:
