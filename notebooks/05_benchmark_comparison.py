@@ -482,7 +482,7 @@ if live is not None:
     windows = pd.DataFrame({name: pd.Series(r["repeats"]) for name, r in rows.items()}).T
     windows.columns = [f"window {k + 1}" for k in windows.columns]
     windows["median"] = [r["img_s"] for r in rows.values()]
-    display(windows.round(1).fillna(""))
+    display(windows.round(1).astype(object).fillna(""))
     print(f"{first}: training at {entry['train_ratio_to_bound']:.2f} of the bound; its loader "
           f"alone delivers {entry['loader_img_s'] / live['bound']['img_s']:.2f} of what the bound consumes")
 
