@@ -17,6 +17,7 @@ from nailseg_common.training.fast_training import (
     mask_iou,
     profile_step,
     reuse,
+    seconds_to_level,
     warm_up,
 )
 from nailseg_common.training.trainer import make_trainer
@@ -154,3 +155,31 @@ def test_one_pixel_of_outline_costs_a_small_nail_its_share_of_the_iou():
     assert mask_iou(grown(nail, 1), nail).item() == pytest.approx(16 / 36)
     assert mask_iou(grown(nail, -1), nail).item() == pytest.approx(4 / 16)
     assert mask_iou(grown(nail, 0), nail).item() == 1.0
+
+
+def test_the_level_every_committed_seed_reaches_has_a_median_and_a_range():
+    """Notebook 07 times its run to the highest level every seed of the committed file reaches."""
+    import json
+    import math
+
+    from nailseg_common.setup.paths import REPO_ROOT
+
+    seeds = json.loads((REPO_ROOT / "results" / "time_to_accuracy_h100.json").read_text())
+    top = seeds["summary"]["target_iou"]
+    reached_by_all = [level for level in (0.80, 0.82, 0.83, 0.84, top)
+                      if all(s < math.inf for s in seconds_to_level(seeds["runs"], level))]
+    assert reached_by_all and max(reached_by_all) < top  # the file's own level: not every seed
+    assert seconds_to_level(seeds["runs"], 0.0) == [run["history"][0]["seconds"] for run in seeds["runs"]]
+
+
+def test_the_ladder_table_compares_each_step_with_the_one_before_and_the_first():
+    from nailseg_common.measure.plots import ladder_table
+
+    def result(rates):
+        return {"img_s": sorted(rates)[1], "img_s_min": min(rates), "img_s_max": max(rates), "repeats": rates}
+
+    steps = ladder_table({"eager": (4, result([9.0, 10.0, 11.0])), "faster": (8, result([14.0, 15.0, 16.0]))},
+                         training_flops=1e12, peak_tflops=100.0)
+    assert steps.loc["faster", "× previous"] == steps.loc["faster", "× 02's step"] == 1.5
+    assert steps.loc["eager", "TFLOP/s"] == 10.0 and steps.loc["faster", "% of measured peak"] == 15.0
+    assert steps.loc["faster", "windows"] == 3

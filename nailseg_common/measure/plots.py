@@ -81,21 +81,28 @@ def plot_benchmark_throughput(results: dict, ax=None):
     return ax
 
 
-def plot_ratio_to_bound(results: dict, targets=(), ax=None):
-    """Horizontal bars of each pipeline's training rate over the bound, with the targets that
-    apply marked."""
+def plot_ratio_to_bound(results: dict, ax=None):
+    """Horizontal bars of each pipeline's training rate over the bound, whiskers its spread
+    (from both sides' windows), the bound's own spread shaded around 1, and red dotted marks
+    where a pipeline with work on the device would be if that work ran in series with the step."""
+    from nailseg_common.measure.benchmark import half_range, ratio_to_bound_spread, serial_ratio
+
     names = list(results["pipelines"])
     if ax is None:
         _, ax = _subplots(figsize=(8, 2.0 + 0.4 * len(names)))
     ratios = [results["pipelines"][n]["train_ratio_to_bound"] for n in names]
-    bars = ax.barh(range(len(names)), ratios, color="tab:orange")
+    bars = ax.barh(range(len(names)), ratios, color="tab:orange",
+                   xerr=[ratio_to_bound_spread(results, n) for n in names], capsize=3)
     ax.bar_label(bars, fmt="%.2f", fontsize=MIN_FONT, padding=2)
-    for target in targets:
-        if target.metric == "train_ratio_to_bound" and target.pipeline in names:
-            i = names.index(target.pipeline)
-            ax.vlines(target.minimum, i - 0.4, i + 0.4, color="red", linestyle=":",
-                      label=f"target {target.pipeline} ≥ {target.minimum:g}")
+    bound = results["bound"]
+    relative = half_range(bound["repeats"]) / bound["img_s"]
+    ax.axvspan(1 - relative, 1 + relative, color="grey", alpha=0.2)
     ax.axvline(1.0, color="black", linestyle="--", linewidth=1)
+    in_series = [n for n in names if results["pipelines"][n]["family"] in ("kornia", "dali")]
+    for i, name in enumerate(in_series):
+        row = names.index(name)
+        ax.vlines(serial_ratio(results, name), row - 0.4, row + 0.4, color="red", linestyle=":",
+                  label="its work in series with the step" if i == 0 else None)
     ax.set_xlim(0, max(1.15, 1.1 * max(ratios)))
     ax.set_xlabel("training rate / bound")
     _pipeline_axis(ax, names)
@@ -395,6 +402,21 @@ def plot_batch_gallery(batch: dict, max_images: int = 8, columns: int = 4, title
 # --- time to accuracy (notebook 07) and two GPUs (notebook 08) ---------------------------
 
 
+def ladder_table(rates: dict, training_flops: float, peak_tflops: float | None = None) -> pd.DataFrame:
+    """One row per step measurement (``rates``: name -> (batch, ``measure_training`` result)):
+    median images/s and its window range, the gain over the row before and over the first,
+    TFLOP/s from ``training_flops`` per image, and the share of ``peak_tflops`` if given."""
+    steps = pd.DataFrame({name: {"batch": batch, "img/s": r["img_s"], "min": r["img_s_min"],
+                                 "max": r["img_s_max"], "windows": len(r["repeats"])}
+                          for name, (batch, r) in rates.items()}).T
+    steps["× previous"] = steps["img/s"] / steps["img/s"].shift(1)
+    steps["× 02's step"] = steps["img/s"] / steps["img/s"].iloc[0]
+    steps["TFLOP/s"] = steps["img/s"] * training_flops / 1e12
+    if peak_tflops:
+        steps["% of measured peak"] = 100 * steps["TFLOP/s"] / peak_tflops
+    return steps
+
+
 def plot_step_ladder(steps, xlabel: str, ax=None):
     """Horizontal bars of a table with ``img/s``, ``min`` and ``max`` per row (median,
     min-max whiskers), the first row on top."""
@@ -407,35 +429,37 @@ def plot_step_ladder(steps, xlabel: str, ax=None):
     return ax
 
 
-def plot_iou_curves(runs: dict, target_iou: float, budget_s: float | None = None, ax=None):
+def plot_iou_curves(runs: dict, level: float, budget_s: float | None = None, ax=None):
     """Hard IoU of every validation against seconds since the start of ``fit``; ``runs`` maps
-    a label to a run's ``history`` (rows with ``seconds`` and ``val_iou``)."""
+    a label to a run's ``history`` (rows with ``seconds`` and ``val_iou``); a dashed line at
+    the IoU ``level``, a dotted one at ``budget_s`` seconds if given."""
     ax = ax or _subplots(figsize=(8, 4))[1]
     for label, history in runs.items():
         ax.plot([row["seconds"] for row in history], [row["val_iou"] for row in history],
                 marker=".", label=label)
-    ax.axhline(target_iou, color="gray", linestyle="--", linewidth=1, label=f"target IoU {target_iou}")
+    ax.axhline(level, color="gray", linestyle="--", linewidth=1, label=f"IoU {level:g}")
     if budget_s is not None:
         ax.axvline(budget_s, color="crimson", linestyle=":", linewidth=1, label=f"budget {budget_s:g} s")
     ax.set_xlabel("seconds since the start of fit (compilation apart)")
     ax.set_ylabel("hard IoU (validation)")
     ax.set_ylim(0, 1)
-    ax.legend(fontsize=MIN_FONT)
+    ax.legend(fontsize=MIN_FONT, ncol=2)
     ax.figure.tight_layout()
     return ax
 
 
-def plot_ratio_change(ratios, before=None, keeps_up: float = 0.97, ax=None):
-    """Bars of each pipeline's ratio to the bound of the faster step; dots at ``before``
-    (the ratios to the old step's bound), a dashed line at ``keeps_up``."""
+def plot_ratio_change(ratios, spread=None, before=None, ax=None):
+    """Bars of each pipeline's ratio to the bound of the faster step (whiskers: ``spread``);
+    dots at ``before`` (the ratios to the old step's bound), a dashed line at the bound."""
     ax = ax or _subplots(figsize=(8, 3))[1]
-    ax.barh(ratios.index[::-1], ratios[::-1], color="#55a868", label="faster step (this run)")
+    ax.barh(ratios.index[::-1], ratios[::-1], color="#55a868", label="faster step (this run)",
+            xerr=None if spread is None else spread.reindex(ratios.index)[::-1], capsize=3)
     if before is not None:
         ax.scatter(before.reindex(ratios.index)[::-1], ratios.index[::-1], color="black",
                    zorder=3, label="02's step (notebook 05's committed run)")
-    ax.axvline(keeps_up, color="gray", linestyle="--", linewidth=1)
+    ax.axvline(1.0, color="gray", linestyle="--", linewidth=1)
     ax.set_xlabel("training images/s ÷ the bound of the same step")
-    ax.set_xlim(0, 1.05)
+    ax.set_xlim(0, 1.1)
     ax.legend(loc="lower right", fontsize=MIN_FONT)
     ax.figure.tight_layout()
     return ax

@@ -6,7 +6,8 @@ The course's one clock: time that counts the work queued on a GPU.
 What the machine was doing while a clock ran: GPU utilisation sampled through NVML in a
 thread, and the busy share of all CPU cores from ``psutil`` (used by :mod:`nailseg_common.measure.timing`).
 
-Recording a profile of training steps and naming its kernels by what they do (notebook 07).
+Recording a profile of training steps and naming its kernels by what they do, and the
+bf16 rate of a large matrix product as the GPU's measured peak (notebook 07).
 """
 
 from __future__ import annotations
@@ -28,6 +29,20 @@ def synchronized_now(device: torch.device | str) -> float:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return time.perf_counter()
+
+
+def matmul_peak_tflops(device: torch.device, size: int = 8192, repeats: int = 10) -> float | None:
+    """bf16 TFLOP/s of a ``size``³ matrix product on a CUDA ``device`` (None elsewhere)."""
+    if device.type != "cuda":
+        return None
+    a = torch.randn(size, size, device=device, dtype=torch.bfloat16)
+    b = torch.randn(size, size, device=device, dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b
+    start = synchronized_now(device)
+    for _ in range(repeats):
+        a @ b
+    return 2 * size**3 * repeats / (synchronized_now(device) - start) / 1e12
 
 
 class UtilisationSampler:
@@ -109,6 +124,7 @@ class KernelProfile(Callback):
     """``torch.profiler`` over every training step of a ``fit`` but the first (``profiler``)."""
 
     def __init__(self, on_gpu: bool):
+        self.on_gpu = on_gpu
         self.profiler = torch.profiler.profile(
             activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else []))
 
@@ -119,3 +135,20 @@ class KernelProfile(Callback):
     def on_train_end(self, trainer, pl_module) -> None:
         synchronized_now(pl_module.device)
         self.profiler.stop()
+
+    def ms_per_group(self, steps: int):
+        """A DataFrame of milliseconds per step by :func:`kernel_group`, slowest first: the
+        self time of kernels on a GPU (of operators on a CPU), so that none counts twice; named
+        ranges (Lightning's optimizer step) are not kernels and are left out."""
+        import pandas as pd
+
+        def self_us(event) -> float:
+            if event.is_user_annotation:
+                return 0.0
+            if self.on_gpu:
+                return event.self_device_time_total if event.device_type.name == "CUDA" else 0.0
+            return event.self_cpu_time_total
+
+        frame = pd.DataFrame([{"group": kernel_group(e.key), "ms per step": self_us(e) / 1e3 / steps}
+                              for e in self.profiler.key_averages() if self_us(e) > 0])
+        return frame.groupby("group")["ms per step"].sum().sort_values(ascending=False).to_frame()

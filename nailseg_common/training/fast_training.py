@@ -15,7 +15,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from nailseg_common.data.preparation import fit_batch_to_split
 from nailseg_common.measure.benchmark import Pipeline
-from nailseg_common.measure.profiling import KernelProfile, kernel_group, synchronized_now
+from nailseg_common.measure.profiling import KernelProfile
+from nailseg_common.measure.targets import ratio_spread
 from nailseg_common.measure.timing import measure_training, without_validation_hint
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import Profile
@@ -81,20 +82,6 @@ def training_flops_per_image(encoder: str, image_size: int, device: torch.device
     with FlopCounterMode(display=False) as training:
         model(image).float().mean().backward()
     return {"forward": forward.get_total_flops(), "training": training.get_total_flops()}
-
-
-def matmul_peak_tflops(device: torch.device, size: int = 8192, repeats: int = 10) -> float | None:
-    """bf16 TFLOP/s of a ``size``³ matrix product on a CUDA ``device`` (None elsewhere)."""
-    if device.type != "cuda":
-        return None
-    a = torch.randn(size, size, device=device, dtype=torch.bfloat16)
-    b = torch.randn(size, size, device=device, dtype=torch.bfloat16)
-    for _ in range(3):
-        a @ b
-    start = synchronized_now(device)
-    for _ in range(repeats):
-        a @ b
-    return 2 * size**3 * repeats / (synchronized_now(device) - start) / 1e12
 
 
 def training_datamodule(location: DataLocation, profile: Profile,
@@ -194,9 +181,10 @@ def mask_iou(predicted: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
 
 
 def pipeline_rates(pipelines: list[Pipeline], profile: Profile, model: FastNailSegmentation,
-                   bound_img_s: float, windows: int) -> pd.DataFrame:
+                   bound_img_s: float, windows: int, bound_windows: list[float] | None = None) -> pd.DataFrame:
     """Training images/s of ``model`` (compiled once) fed by each of ``pipelines``, in
-    ``windows`` windows of ``profile.bench_steps`` steps, and its ratio to ``bound_img_s``."""
+    ``windows`` windows of ``profile.bench_steps`` steps, its ratio to ``bound_img_s`` and,
+    given the bound's window rates, the ratio's spread (``±``)."""
     rows = {}
     for pipeline in pipelines:
         augmentation = pipeline.make_augmentation() if pipeline.make_augmentation else None
@@ -204,6 +192,8 @@ def pipeline_rates(pipelines: list[Pipeline], profile: Profile, model: FastNailS
                                   profile.bench_steps, windows, augmentation, make_model=reuse(model))
         rows[pipeline.name] = {"train img/s": result["img_s"], "min": result["img_s_min"],
                                "max": result["img_s_max"], "ratio to bound": result["img_s"] / bound_img_s}
+        if bound_windows:
+            rows[pipeline.name]["±"] = ratio_spread(result["repeats"], bound_windows)
     return pd.DataFrame(rows).T
 
 
@@ -217,14 +207,4 @@ def profile_step(model: FastNailSegmentation, profile: Profile, resident, steps:
                            enable_progress_bar=False, callbacks=[recorder])
     with without_validation_hint():
         trainer.fit(model, resident)
-
-    def self_us(event) -> float:  # self time of kernels (GPU) or operators (CPU): none twice
-        if event.is_user_annotation:  # a named range (Lightning's optimizer step): not a kernel
-            return 0.0
-        if profile.device.type == "cuda":
-            return event.self_device_time_total if event.device_type.name == "CUDA" else 0.0
-        return event.self_cpu_time_total
-
-    frame = pd.DataFrame([{"group": kernel_group(e.key), "ms per step": self_us(e) / 1e3 / steps}
-                          for e in recorder.profiler.key_averages() if self_us(e) > 0])
-    return frame.groupby("group")["ms per step"].sum().sort_values(ascending=False).to_frame()
+    return recorder.ms_per_group(steps)
