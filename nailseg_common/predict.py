@@ -51,12 +51,8 @@ from nailseg_common.pipelines.albumentations_pipeline import valid_transform
 from nailseg_common.setup.paths import runs_dir
 from nailseg_common.setup.profiles import Profile, select_profile
 from nailseg_common.setup.progress import progress
-from nailseg_common.training.finetune import (
-    SHIPPED_MODEL,
-    checkpoint_hparams,
-    load_weights,
-    resolve_checkpoint,
-)
+from nailseg_common.training.finetune import load_weights
+from nailseg_common.training.run_logs import SHIPPED_MODEL, checkpoint_hparams, resolve_checkpoint
 from nailseg_common.training.unet import LitNailSegmentation
 
 MASK_SUFFIX, OVERLAY_SUFFIX = ".png", "_overlay.jpg"
@@ -82,7 +78,7 @@ NOT_A_CHECKPOINT = (LookupError, EOFError, RuntimeError, TypeError, ValueError, 
 def default_checkpoint(profile: Profile) -> Path:
     """The model used without ``--checkpoint``: of the newest ``best-*.ckpt`` of notebook 02
     or 04 in ``profile`` and the model the course ships, the one that recorded the better
-    synthetic validation Dice (:func:`~nailseg_common.training.finetune.resolve_checkpoint`);
+    synthetic validation Dice (:func:`~nailseg_common.training.run_logs.resolve_checkpoint`);
     DataError when there is neither."""
     found = resolve_checkpoint("", profile)
     if found is None:

@@ -68,7 +68,7 @@ import pandas as pd
 from nailseg_common import predict
 from nailseg_common.data.synthetic import photos_or_standin
 from nailseg_common.measure import plots
-from nailseg_common.measure.targets import Verdict, mean_spread
+from nailseg_common.measure.targets import Verdict, finetune_gain_in_words, mean_spread
 from nailseg_common.setup import environment
 from nailseg_common.setup.profiles import select_profile
 
@@ -611,14 +611,14 @@ compare_starts(tables).round(3)
 # (twice the standard error of the mean paired gain) is how much the choice of photos alone
 # could move it. `Verdict` (in `nailseg_common.measure.targets`) judges the gain against no
 # gain at all: met, missed or within noise; `finetune_gain_in_words` (in
-# `nailseg_common.setup.environment`) says what the outcome means and what to try.
+# `nailseg_common.measure.targets`) says what the outcome means and what to try.
 
 # %%
 if {"synthetic", ZERO_SHOT} <= tables.keys():
     gain = tables["synthetic"].dice - tables[ZERO_SHOT].dice[tables["synthetic"].index]
     verdict = Verdict("fine-tuning gain", gain.mean(), 0.0, mean_spread(gain), "the start as it is")
     print(verdict)
-    print("\n".join(environment.finetune_gain_in_words(verdict.outcome, standin=not data_root)))
+    print("\n".join(finetune_gain_in_words(verdict.outcome, standin=not data_root)))
 else:
     print("no verdict on fine-tuning: there is no synthetic checkpoint to start from")
 

@@ -480,13 +480,17 @@ def seconds_to_level(runs: list[dict], level: float) -> list[float]:
             for run in runs]
 
 
+def common_level(runs: list[dict], levels) -> float | None:
+    """The highest of ``levels`` that every run reaches; ``None`` when not one is."""
+    return max((lv for lv in levels if math.inf not in seconds_to_level(runs, lv)), default=None)
+
+
 # %%
 level, by_seed = None, None
 if seeds:
     levels = sorted({*iou_levels, seeds["summary"]["target_iou"]})
     by_seed = pd.DataFrame({lv: seconds_to_level(seeds["runs"], lv) for lv in levels})
-    reached = by_seed < math.inf
-    level = max((lv for lv in levels if reached[lv].all()), default=None)
+    reached, level = by_seed < math.inf, common_level(seeds["runs"], levels)
     display(pd.DataFrame({"seeds reaching it": reached.sum(), "median s": by_seed.median(),
                           "fastest s": by_seed.min(), "slowest s": by_seed[reached].max()})
             .replace(math.inf, float("nan")).rename(index="IoU {:.2f}".format).round(1))

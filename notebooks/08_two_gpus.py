@@ -81,6 +81,7 @@ from nailseg_common.pipelines.dali_pipeline import dali_status
 from nailseg_common.setup.paths import REPO_ROOT, runs_dir
 from nailseg_common.train import launch_training
 from nailseg_common.training.arguments import plan_options, script_options
+from nailseg_common.training.fast_training import common_level
 
 # %% tags=["parameters"]
 profile = ""              # smoke, cpu or gpu; empty: $NAILSEG_PROFILE, else chosen from the hardware
@@ -100,7 +101,8 @@ ddp_max_steps = None      # steps of the one-device run
 ddp_profile_epoch = None  # the epoch whose steps are profiled in both runs
 lr_scaling = "sqrt"       # peak lr on N devices: sqrt (times the root of N), linear (times N) or none
 many_epochs = 1.6         # epochs of the N-device run, times the one-device run's
-target_iou = None         # hard IoU to reach; None: the level every seed of seed_results reaches
+target_iou = None         # hard IoU to reach; None: the highest of iou_levels every seed reaches
+iou_levels = [0.80, 0.82, 0.83, 0.84]  # levels the seeds of seed_results are timed to
 seed_results = "results/time_to_accuracy_h100.json"  # notebook 07's recipe over seeds
 reference = "results/two_gpus_h200x2.json"  # the committed results of a run on two GPUs
 recipes = "results/two_gpus_recipes_h200x2.json"  # the two-GPU recipes tried before it
@@ -115,7 +117,7 @@ cfg, data = start(profile, data_root, num_images=num_images, image_size=image_si
                   ddp_batch_size=ddp_batch_size, ddp_max_steps=ddp_max_steps,
                   ddp_profile_epoch=ddp_profile_epoch)
 seeds = json.loads((REPO_ROOT / seed_results).read_text())["runs"]
-level = target_iou or math.floor(100 * min(run["best_iou"] for run in seeds)) / 100
+level = target_iou or common_level(seeds, iou_levels)  # notebook 07's
 print(f"IoU level: {level} ({'given' if target_iou else f'every seed of {seed_results} reaches it'})")
 on_gpu = cfg.accelerator == "gpu"
 n_devices = min(cfg.ddp_devices, torch.cuda.device_count()) if on_gpu else cfg.ddp_devices

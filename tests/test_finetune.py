@@ -23,21 +23,23 @@ from nailseg_common.setup.profiles import select_profile
 from nailseg_common.training import finetune, run_logs
 from nailseg_common.training.finetune import (
     PhotosOnDevice,
-    checkpoint_hparams,
     compare_starts,
     cross_validate,
-    find_checkpoint,
     fine_tune,
     k_folds,
     load_weights,
     photos_on_device,
     predict_logits,
     recommend_start,
-    recorded_dice,
-    resolve_checkpoint,
     save_weights,
     score_photos,
     start_model,
+)
+from nailseg_common.training.run_logs import (
+    checkpoint_hparams,
+    find_checkpoint,
+    recorded_dice,
+    resolve_checkpoint,
 )
 from nailseg_common.training.trainer import make_trainer
 from nailseg_common.training.unet import LitNailSegmentation
@@ -89,7 +91,7 @@ def test_without_a_checkpoint_the_shipped_model_is_taken_and_a_wrong_path_is_ref
         tmp_path, monkeypatch):
     monkeypatch.setenv("NAILSEG_RUNS_DIR", str(tmp_path / "empty"))
     assert find_checkpoint(tiny_profile()) is None
-    assert resolve_checkpoint("", tiny_profile()) == finetune.SHIPPED_MODEL
+    assert resolve_checkpoint("", tiny_profile()) == run_logs.SHIPPED_MODEL
     monkeypatch.setattr(run_logs, "SHIPPED_MODEL", tmp_path / "not_shipped.pt")
     assert resolve_checkpoint("", tiny_profile()) is None
     with pytest.raises(FileNotFoundError, match="notebook 02 or 04"):
@@ -118,9 +120,9 @@ def test_of_a_local_checkpoint_and_the_shipped_model_the_better_recorded_dice_wi
     monkeypatch.setenv("NAILSEG_RUNS_DIR", str(trained.best.parents[4]))
     score = float(trained.best.stem.split("val_dice=")[1])
     assert recorded_dice(trained.best) == pytest.approx(score, abs=5e-4)
-    provenance = json.loads(finetune.SHIPPED_MODEL.with_suffix(".json").read_text())
-    assert recorded_dice(finetune.SHIPPED_MODEL) == provenance["synthetic_valid"]["dice"] > 0.85
-    assert resolve_checkpoint("", trained.profile) == finetune.SHIPPED_MODEL  # 2 steps lose
+    provenance = json.loads(run_logs.SHIPPED_MODEL.with_suffix(".json").read_text())
+    assert recorded_dice(run_logs.SHIPPED_MODEL) == provenance["synthetic_valid"]["dice"] > 0.85
+    assert resolve_checkpoint("", trained.profile) == run_logs.SHIPPED_MODEL  # 2 steps lose
     monkeypatch.setattr(run_logs, "recorded_dice",
                         lambda path: 0.95 if path == trained.best else 0.88)
     assert resolve_checkpoint("", trained.profile) == trained.best

@@ -17,7 +17,7 @@ from lab.where_iou_is_lost import where_iou_is_lost
 from nailseg_common.pipelines.kornia_pipeline import BatchSlices
 from nailseg_common.pipelines.policy import POLICY
 from nailseg_common.setup.paths import REPO_ROOT
-from nailseg_common.training.finetune import SHIPPED_MODEL
+from nailseg_common.training.run_logs import SHIPPED_MODEL
 from nailseg_common.training.unet import grown
 
 LAB = REPO_ROOT / "lab" / "time_to_accuracy_recipes"  # the recipe sweeps' committed runs

@@ -17,7 +17,8 @@ from nailseg_common import predict as predict_module
 from nailseg_common.predict import MARKER, load_model, main, predict_mask
 from nailseg_common.setup.profiles import select_profile
 from nailseg_common.training import run_logs
-from nailseg_common.training.finetune import SHIPPED_MODEL, save_weights
+from nailseg_common.training.finetune import save_weights
+from nailseg_common.training.run_logs import SHIPPED_MODEL
 from nailseg_common.training.trainer import make_trainer
 from nailseg_common.training.unet import LitNailSegmentation
 

@@ -41,7 +41,6 @@ from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import Profile, select_profile
 from nailseg_common.training.finetune import (
     PhotosOnDevice,
-    checkpoint_hparams,
     fine_tune,
     load_weights,
     photos_on_device,
@@ -50,6 +49,7 @@ from nailseg_common.training.finetune import (
     score_photos,
     start_model,
 )
+from nailseg_common.training.run_logs import checkpoint_hparams
 from nailseg_common.training.unet import LitNailSegmentation
 
 

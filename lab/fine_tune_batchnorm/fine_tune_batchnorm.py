@@ -27,16 +27,15 @@ from nailseg_common.setup.environment import device_description, library_version
 from nailseg_common.setup.files import write_json
 from nailseg_common.setup.profiles import select_profile
 from nailseg_common.training.finetune import (
-    checkpoint_hparams,
     cross_validate,
     k_folds,
     paired_gain,
     photos_on_device,
     predict_logits,
-    resolve_checkpoint,
     score_photos,
     start_model,
 )
+from nailseg_common.training.run_logs import checkpoint_hparams, resolve_checkpoint
 
 HERE = Path(__file__).parent  # where this question's results are kept
 

@@ -45,11 +45,7 @@ from nailseg_common.pipelines.kornia_pipeline import KorniaAugmentation
 from nailseg_common.setup.course import start
 from nailseg_common.setup.environment import device_description, library_versions
 from nailseg_common.training.fast_training import FastNailSegmentation
-from nailseg_common.training.finetune import (
-    PhotosOnDevice,
-    fine_tune,
-    start_model,
-)
+from nailseg_common.training.finetune import PhotosOnDevice, fine_tune, start_model
 from nailseg_common.training.trainer import make_trainer
 from nailseg_common.training.unet import segmentation_loss
 from tools.ship_model import stand_in

@@ -32,7 +32,6 @@ from nailseg_common.setup.files import write_json
 from nailseg_common.setup.paths import data_dir
 from nailseg_common.setup.profiles import select_profile
 from nailseg_common.training.finetune import (
-    checkpoint_hparams,
     cross_validate,
     k_folds,
     paired_gain,
@@ -41,6 +40,7 @@ from nailseg_common.training.finetune import (
     score_photos,
     start_model,
 )
+from nailseg_common.training.run_logs import checkpoint_hparams
 
 HERE = Path(__file__).parent  # where this question's results are kept
 

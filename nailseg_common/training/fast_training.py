@@ -175,6 +175,11 @@ def seconds_to_level(runs: list[dict], level: float) -> list[float]:
             for run in runs]
 
 
+def common_level(runs: list[dict], levels) -> float | None:
+    """The highest of ``levels`` that every run reaches; ``None`` when not one is."""
+    return max((lv for lv in levels if math.inf not in seconds_to_level(runs, lv)), default=None)
+
+
 def mask_iou(predicted: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
     """Per-image hard IoU of {0, 1} masks (1 where both are empty), as validation scores it."""
     return per_image_iou(2.0 * predicted - 1.0, label)  # logits > 0 exactly where predicted
