@@ -55,18 +55,6 @@
 # Every knob below is a parameter (papermill `-p name value`); `None` keeps the profile's
 # value, and `start` prints what was chosen, the environment and where the data is.
 
-# %%
-import albumentations as A
-import matplotlib.pyplot as plt
-import torch
-
-from nailseg_common.data.images import read_binary_mask, read_rgb
-from nailseg_common.data.preparation import read_split
-from nailseg_common.measure import plots
-from nailseg_common.measure.benchmark import committed_ratios, load_results
-from nailseg_common.measure.targets import outline_verdict
-from nailseg_common.pipelines.gallery import albumentations_panels, policy_table
-
 # %% tags=["parameters"]
 profile = ""            # smoke, cpu or gpu; empty: $NAILSEG_PROFILE, else chosen from the hardware
 data_root = ""          # your own photos (Images/<type>/, Masks/<type>/); empty: the synthetic set
@@ -90,6 +78,20 @@ cfg, data = start(profile, data_root, num_images=num_images, image_size=image_si
                   batch_size=batch_size, max_steps=max_steps, encoder=encoder, precision=precision,
                   num_workers=num_workers, accelerator=accelerator, max_train_batches=max_train_batches,
                   max_valid_batches=max_valid_batches, val_every_n_epochs=val_every_n_epochs)
+
+# %%
+import albumentations as A
+import matplotlib.pyplot as plt
+import torch
+
+from nailseg_common.data.images import read_binary_mask, read_rgb
+from nailseg_common.data.preparation import read_split
+from nailseg_common.measure import plots
+from nailseg_common.measure.benchmark import committed_ratios, load_results
+from nailseg_common.measure.targets import outline_verdict
+from nailseg_common.pipelines.gallery import albumentations_panels, policy_table
+
+train_frame = read_split(data, "train")  # the training images, for the examples below
 
 # %% [markdown]
 # ## The augmentation policy
@@ -198,7 +200,6 @@ def valid_transform(image_size: int) -> A.Compose:
 # often each version returns what the model expects: resized and normalised.
 
 # %%
-train_frame = read_split(data, "train")
 image, mask = read_rgb(train_frame["image"].iloc[0]), read_binary_mask(train_frame["mask"].iloc[0])
 for p in (0.5, 1.0):
     transform = A.Compose([resize(cfg.image_size), *policy_transforms(), A.Normalize()], p=p, seed=0)
