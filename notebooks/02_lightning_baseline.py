@@ -55,18 +55,6 @@
 # Every knob below is a parameter (papermill `-p name value`); `None` keeps the profile's
 # value, and `start` prints what was chosen, the environment and where the data is.
 
-# %%
-import albumentations as A
-import matplotlib.pyplot as plt
-import numpy as np
-import torch
-
-from nailseg_common.data.images import read_binary_mask, read_rgb
-from nailseg_common.data.preparation import read_split
-from nailseg_common.measure import plots
-from nailseg_common.measure.benchmark import committed_ratios, load_results
-from nailseg_common.pipelines.gallery import policy_table
-
 # %% tags=["parameters"]
 profile = ""            # smoke, cpu or gpu; empty: $NAILSEG_PROFILE, else chosen from the hardware
 data_root = ""          # your own photos (Images/<type>/, Masks/<type>/); empty: the synthetic set
@@ -86,11 +74,24 @@ val_every_n_epochs = None  # validate (and checkpoint) every n epochs
 # %%
 from nailseg_common.setup.course import start
 
-cfg, data = start(profile, data_root, num_images=num_images, image_size=image_size,
-                  batch_size=batch_size, max_steps=max_steps, encoder=encoder, lr=lr,
-                  num_workers=num_workers, precision=precision, accelerator=accelerator,
-                  max_train_batches=max_train_batches, max_valid_batches=max_valid_batches,
-                  val_every_n_epochs=val_every_n_epochs)
+cfg, data = start(profile, data_root, num_images=num_images, image_size=image_size, lr=lr,
+                  batch_size=batch_size, max_steps=max_steps, encoder=encoder, precision=precision,
+                  num_workers=num_workers, accelerator=accelerator, max_train_batches=max_train_batches,
+                  max_valid_batches=max_valid_batches, val_every_n_epochs=val_every_n_epochs)
+
+# %%
+import albumentations as A
+import matplotlib.pyplot as plt
+import torch
+
+from nailseg_common.data.images import read_binary_mask, read_rgb
+from nailseg_common.data.preparation import read_split
+from nailseg_common.measure import plots
+from nailseg_common.measure.benchmark import committed_ratios, load_results
+from nailseg_common.measure.targets import outline_verdict
+from nailseg_common.pipelines.gallery import albumentations_panels, policy_table
+
+train_frame = read_split(data, "train")  # the training images, for the examples below
 
 # %% [markdown]
 # ## The augmentation policy
@@ -151,38 +152,29 @@ policy_table()
 import albumentations as A
 import cv2
 
-from nailseg_common.pipelines import gallery
 from nailseg_common.pipelines.policy import POLICY
-
-augment_pairs, gallery_panels = gallery.augment_pairs, gallery.gallery_panels  # re-exported
 
 
 def resize(image_size: int) -> A.Resize:
     """Resize image (bilinear) and mask (nearest, on the image's pixel grid) to ``image_size²``."""
-    return A.Resize(image_size, image_size, interpolation=cv2.INTER_LINEAR,
-                    mask_interpolation=cv2.INTER_NEAREST_EXACT)
+    return A.Resize(image_size, image_size, cv2.INTER_LINEAR, mask_interpolation=cv2.INTER_NEAREST_EXACT)
 
 
 def policy_transforms() -> list[A.BasicTransform]:
     """The policy ops, in table order, as Albumentations transforms."""
-    ops, affine, shift = POLICY, POLICY["affine"].params, POLICY["affine"].params["translate"]
-    brightness, blur = ops["brightness_contrast"].params, ops["gaussian_blur"].params
+    p = {name: op.probability for name, op in POLICY.items()}
+    affine, light = POLICY["affine"].params, POLICY["brightness_contrast"].params
+    blur, shift, angle = POLICY["gaussian_blur"].params, affine["translate"], affine["rotate_deg"]
     return [
-        A.HorizontalFlip(p=ops["horizontal_flip"].probability),
-        A.VerticalFlip(p=ops["vertical_flip"].probability),
-        A.Affine(scale=affine["scale"], translate_percent=(-shift, shift),
-                 rotate=(-affine["rotate_deg"], affine["rotate_deg"]),
+        A.HorizontalFlip(p=p["horizontal_flip"]), A.VerticalFlip(p=p["vertical_flip"]),
+        A.Affine(scale=affine["scale"], translate_percent=(-shift, shift), rotate=(-angle, angle),
                  interpolation=cv2.INTER_LINEAR, mask_interpolation=cv2.INTER_NEAREST,
-                 border_mode=cv2.BORDER_CONSTANT, fill=0, fill_mask=0,
-                 p=ops["affine"].probability),
-        A.RandomBrightnessContrast(brightness_limit=brightness["brightness"],
-                                   contrast_limit=brightness["contrast"],
-                                   p=ops["brightness_contrast"].probability),
-        # std_range is a fraction of the maximum value (255 for uint8), as in the table.
-        A.GaussNoise(std_range=ops["gaussian_noise"].params["std"],
-                     p=ops["gaussian_noise"].probability),
-        A.GaussianBlur(blur_limit=(blur["kernel"], blur["kernel"]), sigma_limit=blur["sigma"],
-                       p=ops["gaussian_blur"].probability),
+                 border_mode=cv2.BORDER_CONSTANT, fill=0, fill_mask=0, p=p["affine"]),
+        A.RandomBrightnessContrast(brightness_limit=light["brightness"],
+                                   contrast_limit=light["contrast"], p=p["brightness_contrast"]),
+        A.GaussNoise(std_range=POLICY["gaussian_noise"].params["std"], p=p["gaussian_noise"]),
+        A.GaussianBlur(blur_limit=(blur["kernel"],) * 2, sigma_limit=blur["sigma"],
+                       p=p["gaussian_blur"]),
     ]
 
 
@@ -208,12 +200,11 @@ def valid_transform(image_size: int) -> A.Compose:
 # often each version returns what the model expects: resized and normalised.
 
 # %%
-train_frame = read_split(data, "train")
 image, mask = read_rgb(train_frame["image"].iloc[0]), read_binary_mask(train_frame["mask"].iloc[0])
 for p in (0.5, 1.0):
     transform = A.Compose([resize(cfg.image_size), *policy_transforms(), A.Normalize()], p=p, seed=0)
     outputs = [transform(image=image, mask=mask)["image"] for _ in range(200)]
-    ready = np.mean([o.dtype == np.float32 and o.shape[:2] == (cfg.image_size,) * 2 for o in outputs])
+    ready = sum(o.dtype == "float32" and o.shape[:2] == (cfg.image_size,) * 2 for o in outputs) / 200
     print(f"Compose(..., p={p}): {ready:.1%} of {len(outputs)} draws resized and normalised")
 
 # %% [markdown]
@@ -226,19 +217,14 @@ for p in (0.5, 1.0):
 #
 # A gallery says more than the table: each row is one training image, first resized only,
 # then three random draws of the policy. The yellow outline is the mask; it must hug the
-# nails after every flip and warp. `gallery_panels` (plot plumbing from
-# `nailseg_common.pipelines.gallery`, re-exported by `albumentations_pipeline` above) takes the augmentation to
-# show as a function, so notebooks 03 (Kornia) and 04 (DALI) draw their galleries with it
-# too; `augment_pairs` applies an Albumentations transform to a list of images.
+# nails after every flip and warp. The gallery is plot plumbing from
+# `nailseg_common.pipelines.gallery`: `albumentations_panels` resizes one training image of
+# each type with `valid_transform` and draws `A.Compose(policy_transforms())` on them three
+# times through `gallery_panels`, which takes the augmentation to show as a function, so
+# notebooks 03 (Kornia) and 04 (DALI) draw their galleries with it too.
 
 # %%
-examples = train_frame.groupby("type").head(1).head(4)
-resized = [valid_transform(cfg.image_size)(image=read_rgb(i), mask=read_binary_mask(m))
-           for i, m in zip(examples["image"], examples["mask"], strict=True)]
-images, masks = np.stack([r["image"] for r in resized]), np.stack([r["mask"] for r in resized])
-policy = A.Compose(policy_transforms(), seed=0)
-panels = gallery_panels(images, masks, lambda i, m: augment_pairs(policy, i, m))
-plots.plot_augmentation_gallery(panels)
+plots.plot_augmentation_gallery(albumentations_panels(train_frame, cfg.image_size))
 plt.show()
 
 # %% [markdown]
@@ -260,7 +246,9 @@ plt.show()
 import numpy as np
 import pandas as pd
 import torch
-from torch.utils.data import Dataset, get_worker_info
+from torch.utils.data import DataLoader, Dataset, get_worker_info
+
+from nailseg_common.data.images import read_binary_mask, read_rgb
 
 
 class NailDataset(Dataset):
@@ -278,11 +266,9 @@ class NailDataset(Dataset):
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         image, mask = read_rgb(self.images[index]), read_binary_mask(self.masks[index])
         if image.shape[:2] != mask.shape:
-            raise ValueError(f"Image {self.images[index]!r} is {image.shape[:2]} but its mask "
-                             f"is {mask.shape}: re-export the mask at the image's size.")
-        if self.transform is not None:
-            out = self.transform(image=image, mask=mask)
-            image, mask = out["image"], out["mask"]
+            raise ValueError(f"{self.images[index]!r} is {image.shape[:2]}, its mask {mask.shape}")
+        out = self.transform(image=image, mask=mask) if self.transform else {"image": image, "mask": mask}
+        image, mask = out["image"], out["mask"]
         return {"image": torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1))),
                 "label": torch.from_numpy(np.ascontiguousarray(mask[None]))}
 
@@ -290,8 +276,7 @@ class NailDataset(Dataset):
 def seed_worker_transform(worker_id: int) -> None:
     """Each DataLoader worker its own Albumentations random stream (seeded by PyTorch)."""
     info = get_worker_info()
-    transform = getattr(info.dataset, "transform", None)
-    if transform is not None and hasattr(transform, "set_random_seed"):
+    if hasattr(transform := getattr(info.dataset, "transform", None), "set_random_seed"):
         transform.set_random_seed(info.seed % 2**32)
 
 
@@ -312,9 +297,7 @@ def seed_worker_transform(worker_id: int) -> None:
 # %%
 #| export pipelines.albumentations_pipeline
 import pytorch_lightning as pl
-from torch.utils.data import DataLoader
 
-from nailseg_common.data.images import read_binary_mask, read_rgb
 from nailseg_common.data.preparation import read_split
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import Profile
@@ -326,15 +309,12 @@ class NailDataModule(pl.LightningDataModule):
     def __init__(self, location: DataLocation, profile: Profile, augment: bool = True):
         super().__init__()
         self.location, self.profile, self.augment = location, profile, augment
-        self.train_set = self.valid_set = None
 
     def setup(self, stage: str | None = None) -> None:
-        size = self.profile.image_size
-        if self.train_set is None:
-            self.train_set = NailDataset(
-                read_split(self.location, "train"),
-                train_transform(size) if self.augment else valid_transform(size))
-            self.valid_set = NailDataset(read_split(self.location, "valid"), valid_transform(size))
+        size = self.profile.image_size  # cheap to repeat: Lightning calls it for every stage
+        transform = train_transform(size) if self.augment else valid_transform(size)
+        self.train_set = NailDataset(read_split(self.location, "train"), transform)
+        self.valid_set = NailDataset(read_split(self.location, "valid"), valid_transform(size))
 
     def _loader(self, dataset: NailDataset, train: bool) -> DataLoader:
         workers = self.profile.num_workers
@@ -351,8 +331,7 @@ class NailDataModule(pl.LightningDataModule):
 
 
 # %%
-datamodule = NailDataModule(data, cfg)
-datamodule.setup("fit")
+(datamodule := NailDataModule(data, cfg)).setup("fit")
 first_batches = [b for _, b in zip(range(4), datamodule.train_dataloader())]  # for the bound
 print(f"{len(datamodule.train_set)} training, {len(datamodule.valid_set)} validation images; a batch:",
       {k: f"{tuple(v.shape)} {v.dtype} {v.min()}..{v.max()}" for k, v in first_batches[0].items()})
@@ -403,19 +382,18 @@ def to_unit_float(image: torch.Tensor) -> torch.Tensor:
 # (a background logit of −1 already satisfies it, at a probability of sigmoid(−1) ≈ 0.27).
 # Binary cross-entropy gets training going, and a **soft Dice** term on the probabilities
 # pushes them towards 0 and 1. All three are computed in float32 whatever the autocast
-# dtype (sorting bf16 values loses ties).
+# dtype (sorting bf16 values loses ties). `segmentation_loss` adds the three terms;
+# `bce_weight=dice_weight=0` leaves the Lovász hinge alone (exercise 4).
 
 # %%
 #| export training.unet
-import torch
 import torch.nn.functional as F
 
 
 def flat_pair(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``B×1×H×W`` logits and {0, 1} targets as float32 ``B×(H·W)``; shapes must agree."""
     if logits.shape != targets.shape:
-        raise ValueError(f"logits {tuple(logits.shape)} and targets {tuple(targets.shape)} "
-                         "must have the same shape (B×1×H×W).")
+        raise ValueError(f"logits {tuple(logits.shape)}, targets {tuple(targets.shape)}: not the same shape")
     return logits.float().flatten(1), targets.float().flatten(1)
 
 
@@ -446,6 +424,13 @@ def soft_dice_loss(logits: torch.Tensor, targets: torch.Tensor, smooth: float = 
     return (1.0 - dice).mean()
 
 
+def segmentation_loss(logits, targets, bce_weight: float = 1.0, dice_weight: float = 1.0) -> torch.Tensor:
+    """``symmetric_lovasz + bce_weight · BCE + dice_weight · soft_dice_loss``, in float32."""
+    bce = F.binary_cross_entropy_with_logits(logits.float(), targets.float())
+    return (symmetric_lovasz(logits, targets) + bce_weight * bce
+            + dice_weight * soft_dice_loss(logits, targets))
+
+
 # %% [markdown]
 # ### The metrics
 #
@@ -458,24 +443,13 @@ def soft_dice_loss(logits: torch.Tensor, targets: torch.Tensor, smooth: float = 
 # empty target with a non-empty prediction scores 0. For the soft Dice any probability mass
 # is a prediction, so read the hard scores on sets with empty images. The functions return
 # one value per image, so the LightningModule can average them over the whole epoch rather
-# than averaging batch means.
+# than averaging batch means. Two helpers come from `nailseg_common.training.scores`:
+# `ratio_or_one`, a ratio that is 1 where its denominator is 0 (both masks empty), and
+# `per_image_soft_dice`, the same ratio on probabilities.
 
 # %%
 #| export training.unet
-import torch
-
-
-def ratio_or_one(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tensor:
-    """``numerator / denominator``, and 1 where the denominator is 0 (both masks empty)."""
-    return torch.where(denominator > 0, numerator / denominator.clamp_min(1e-12),
-                       torch.ones_like(denominator))
-
-
-def per_image_soft_dice(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Soft Dice ``2·Σpt / (Σp + Σt)`` of each image, ``p = sigmoid(logits)``; shape ``B``."""
-    logits, targets = flat_pair(logits, targets)
-    probs = torch.sigmoid(logits)
-    return ratio_or_one(2.0 * (probs * targets).sum(1), probs.sum(1) + targets.sum(1))
+from nailseg_common.training.scores import per_image_soft_dice, ratio_or_one
 
 
 def per_image_dice(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -486,31 +460,11 @@ def per_image_dice(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 
 
 def per_image_iou(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """IoU of each image with the prediction thresholded at probability 0.5; shape ``B``."""
-    logits, targets = flat_pair(logits, targets)
-    predicted = (logits > 0).float()
-    intersection = (predicted * targets).sum(1)
-    return ratio_or_one(intersection, predicted.sum(1) + targets.sum(1) - intersection)
+    """IoU of each image at threshold 0.5, from its Dice: ``D / (2 − D)``; shape ``B``."""
+    return (dice := per_image_dice(logits, targets)) / (2.0 - dice)
 
 
 SCORES = {"val_dice": per_image_dice, "val_iou": per_image_iou, "val_soft_dice": per_image_soft_dice}
-
-
-# %% [markdown]
-# The training loss adds the three terms; `bce_weight=dice_weight=0` leaves the Lovász hinge
-# alone (exercise 4).
-
-# %%
-#| export training.unet
-import torch.nn.functional as F
-
-
-def segmentation_loss(logits: torch.Tensor, targets: torch.Tensor, bce_weight: float = 1.0,
-                      dice_weight: float = 1.0) -> torch.Tensor:
-    """``symmetric_lovasz + bce_weight · BCE + dice_weight · soft_dice_loss``, in float32."""
-    bce = F.binary_cross_entropy_with_logits(logits.float(), targets.float())
-    return (symmetric_lovasz(logits, targets) + bce_weight * bce
-            + dice_weight * soft_dice_loss(logits, targets))
 
 
 # %% [markdown]
@@ -592,8 +546,7 @@ class LitNailSegmentation(SegmentationModel):
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         loss = self._loss(self(batch["image"]), batch["label"])
-        self.log("train_loss", loss, on_step=False, on_epoch=True,
-                 batch_size=batch["image"].shape[0])
+        self.log("train_loss", loss, on_step=False, on_epoch=True, batch_size=len(batch["image"]))
         return loss
 
     def on_validation_epoch_start(self) -> None:
@@ -601,22 +554,20 @@ class LitNailSegmentation(SegmentationModel):
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         logits, label = self(batch["image"]), batch["label"]
-        self.log("val_loss", self._loss(logits, label), on_step=False, on_epoch=True,
-                 batch_size=label.shape[0])
+        self.log("val_loss", self._loss(logits, label), batch_size=len(label))  # once per epoch
         scores = {name: score(logits, label) for name, score in SCORES.items()}
         for name, values in scores.items():  # per-image scores, summed on the device
             getattr(self, name).update(values)
-            self.log(name, getattr(self, name), on_step=False, on_epoch=True)
+            self.log(name, getattr(self, name))
         self.val_dice_per_image.append(scores["val_dice"])
 
     def on_validation_epoch_end(self) -> None:  # one copy to the host, at the end
         self.val_dice_per_image = torch.cat(self.val_dice_per_image or [torch.empty(0)]).cpu()
 
     def configure_optimizers(self):
-        optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr,
-                                      weight_decay=self.hparams.weight_decay)
-        scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(
-            optimizer, T_max=max(1, self.hparams.max_steps))
+        hp = self.hparams
+        optimizer = torch.optim.AdamW(self.parameters(), lr=hp.lr, weight_decay=hp.weight_decay)
+        scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(1, hp.max_steps))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
 
@@ -633,11 +584,12 @@ print(f"{cfg.encoder} U-Net: {sum(p.numel() for p in model.parameters()) / 1e6:.
 # (`val_every_n_epochs`: every epoch on a CPU, every third in the `gpu` profile, whose
 # validations and checkpoints would otherwise take a third of the run). On a GPU it also
 # turns on TF32 for the float32 matrix products, a process-wide setting that stays on for
-# the rest of the notebook. The callbacks and the logger every course run has come from
-# `nailseg_common.training.run_logs.course_callbacks`: a checkpoint (full state: weights, optimizer
-# and schedule) at each new best validation Dice, an `EpochClock` that logs each epoch's wall time (`epoch_s`), about ten
-# progress lines per training, and a CSV log under `runs/<profile>/<run name>/`;
-# `read_metrics` turns that log into one row per epoch.
+# the rest of the notebook. What every course run logs is plumbing,
+# `nailseg_common.training.run_logs.course_logging`: a checkpoint (full state: weights,
+# optimizer and schedule) at each new best validation Dice, an `EpochClock` that logs each
+# epoch's wall time (`epoch_s`), about ten progress lines per training and a CSV log under
+# `runs/<profile>/<run name>/`, with Lightning's own progress bar, model summary and sanity
+# check turned off; `read_metrics` turns that log into one row per epoch.
 
 # %%
 #| export training.trainer: the Lightning trainer of every run, its speed callback and the bound of a resident batch
@@ -646,30 +598,23 @@ import dataclasses
 import pytorch_lightning as pl
 import torch
 
-from nailseg_common.setup.paths import runs_dir
 from nailseg_common.setup.profiles import Profile
 from nailseg_common.training import run_logs
 
-read_metrics, steady_epoch_seconds = run_logs.read_metrics, run_logs.steady_epoch_seconds
-latest_run_metrics, run_summary = run_logs.latest_run_metrics, run_logs.run_summary  # re-exported
+read_metrics = run_logs.read_metrics  # re-exported
 
 
 def make_trainer(profile: Profile, run_name: str, **overrides) -> pl.Trainer:
     """A ``pl.Trainer`` for ``profile``; ``overrides`` go to ``pl.Trainer`` (``callbacks``: added)."""
-    if profile.accelerator == "gpu":
-        torch.set_float32_matmul_precision("high")  # a global setting: TF32 for float32 matmuls
-    callbacks, logger = run_logs.course_callbacks(profile, run_name, overrides)
-    options = {
-        "accelerator": profile.accelerator, "devices": 1, "precision": profile.precision, "max_epochs": -1,
+    torch.set_float32_matmul_precision("high" if profile.accelerator == "gpu" else "highest")  # TF32 on a GPU
+    return pl.Trainer(**{
+        **run_logs.course_logging(profile, run_name, overrides),  # callbacks, CSV log, quiet output
+        "accelerator": profile.accelerator, "devices": 1, "precision": profile.precision,
         "max_steps": profile.max_steps, "check_val_every_n_epoch": profile.val_every_n_epochs,
-        "limit_train_batches": profile.max_train_batches or 1.0,
+        "limit_train_batches": profile.max_train_batches or 1.0, "max_epochs": -1,
         "limit_val_batches": profile.max_valid_batches or 1.0,
-        "default_root_dir": runs_dir() / profile.name / run_name, "logger": logger,
-        "log_every_n_steps": 1,  # only epoch metrics are logged; avoids the "few batches" hint
-        "num_sanity_val_steps": 0, "enable_model_summary": False, "enable_progress_bar": False,
         "benchmark": profile.accelerator == "gpu",  # fixed input size: let cuDNN pick kernels
-    }
-    return pl.Trainer(callbacks=callbacks, **{**options, **overrides})
+        **overrides})  # what the caller sets wins
 
 
 # %% [markdown]
@@ -680,26 +625,23 @@ def make_trainer(profile: Profile, run_name: str, **overrides) -> pl.Trainer:
 # every epoch: it reads the clock at the start of the epoch and after its last training
 # step, so validation is left out. On a GPU the clock first waits for the queued kernels
 # (`synchronized_now`); it does so only at the two ends of each epoch, so the steps in
-# between run as they always do. Its `rates()` are the epochs' images/s, without the first
-# (starting workers, choosing cuDNN kernels) when there are several; `images_per_second()`
-# is their median, and `ratio_to(bound)` divides it by a bound (below), with a spread from
-# the rates' range (the bound is one measurement, taken as exact).
+# between run as they always do. Its report comes from `run_logs.EpochRates`: `rates()` are
+# the epochs' images/s, without the first (starting workers, choosing cuDNN kernels) when
+# there are several; `images_per_second()` is their median, `ratio_to(bound)` divides it by
+# a bound (below), with a spread from the rates' range (the bound is one measurement, taken
+# as exact), and `report(bound, name)` prints all of it in one line.
 
 # %%
 #| export training.trainer
-import math
-import statistics
-
 from pytorch_lightning.callbacks import Callback
 
 from nailseg_common.measure.profiling import synchronized_now
 
 
-class TrainingSpeed(Callback):
+class TrainingSpeed(run_logs.EpochRates, Callback):
     """Training images/s of each epoch, validation excluded (``epochs``: images, seconds)."""
 
-    def __init__(self) -> None:
-        self.epochs, self.start = [], None
+    start = None  # the clock at the start of the open window (``epochs``: see EpochRates)
 
     def on_train_epoch_start(self, trainer, pl_module) -> None:
         self.start, self.images = synchronized_now(pl_module.device), 0
@@ -707,36 +649,15 @@ class TrainingSpeed(Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         self.images += len(batch["image"]) * trainer.world_size
         if batch_idx + 1 >= trainer.num_training_batches or trainer.global_step == trainer.max_steps:
-            self.stop(pl_module)  # the epoch's last training step is done
+            self.stop(trainer, pl_module)  # the epoch's last training step is done
 
-    def on_validation_start(self, trainer, pl_module) -> None:
-        self.stop(pl_module)  # a window still open (a loader without a length) closes here
-
-    on_train_epoch_end = on_validation_start
-
-    def stop(self, pl_module) -> None:
+    def stop(self, trainer, pl_module) -> None:
         if self.start is not None and self.images:
-            seconds = synchronized_now(pl_module.device) - self.start
-            self.epochs.append({"images": self.images, "seconds": seconds,
-                                "img_s": self.images / seconds})
+            images, seconds = self.images, synchronized_now(pl_module.device) - self.start
+            self.epochs.append({"images": images, "seconds": seconds, "img_s": images / seconds})
         self.start = None
 
-    def rates(self) -> list[float]:
-        """Training images/s of the timed epochs: all but the first when there are several."""
-        if not self.epochs:
-            raise ValueError("TrainingSpeed timed no epoch: pass it in the trainer's callbacks.")
-        speeds = [epoch["img_s"] for epoch in self.epochs]
-        return speeds[1:] if len(speeds) > 1 else speeds
-
-    def images_per_second(self) -> float:
-        return statistics.median(self.rates())
-
-    def ratio_to(self, bound: float) -> tuple[float, float]:
-        """``images_per_second() / bound`` and its spread: the rates' half-range relative to
-        their median (``bound``, one measurement, counts as exact); inf for one timed epoch."""
-        rates, ratio = self.rates(), self.images_per_second() / bound
-        half_range = (max(rates) - min(rates)) / (2 * statistics.median(rates))
-        return ratio, ratio * half_range if len(rates) > 1 else math.inf
+    on_validation_start = on_train_epoch_end = stop  # closes a window still open (no loader length)
 
 
 # %% [markdown]
@@ -754,10 +675,9 @@ from torch.utils.data import DataLoader
 def bound_images_per_second(profile: Profile, make_model, batches: list[dict], steps: int) -> float:
     """Training images/s of ``make_model()`` on ``batches`` already on the device."""
     per_epoch = max(1, steps // 5)
-    speed = TrainingSpeed()
-    trainer = make_trainer(dataclasses.replace(profile, max_steps=steps), "bound", callbacks=[speed],
-                           enable_checkpointing=False, enable_progress_bar=False,
-                           limit_train_batches=per_epoch, limit_val_batches=0)
+    trainer = make_trainer(dataclasses.replace(profile, max_steps=steps), "bound",
+                           callbacks=[speed := TrainingSpeed()], enable_checkpointing=False,
+                           enable_progress_bar=False, limit_train_batches=per_epoch, limit_val_batches=0)
     loader = DataLoader([batches[i % len(batches)] for i in range(per_epoch)], batch_size=None)
     trainer.fit(make_model(), loader, loader)  # limit_val_batches=0: no validation runs
     return speed.images_per_second()
@@ -771,8 +691,7 @@ def bound_images_per_second(profile: Profile, make_model, batches: list[dict], s
 # times it.
 
 # %%
-speed = TrainingSpeed()
-trainer = make_trainer(cfg, "02_lightning_baseline", callbacks=[speed])
+trainer = make_trainer(cfg, "02_lightning_baseline", callbacks=[speed := TrainingSpeed()])
 trainer.fit(model, datamodule=datamodule)
 
 # %% [markdown]
@@ -794,12 +713,12 @@ metrics.dropna(subset=["val_dice"]).tail(3).round(3)
 # ## Validation Dice and IoU of the best checkpoint
 #
 # The checkpoint callback kept the weights of the epoch with the best validation Dice.
-# `trainer.validate(ckpt_path="best")` loads them and runs the whole validation set.
+# `trainer.validate(ckpt_path="best")` loads them and runs the whole validation set: the
+# hard Dice and IoU (threshold 0.5), the soft Dice and the loss, each a mean over the images.
 
 # %%
 scores = trainer.validate(model, datamodule=datamodule, ckpt_path="best", verbose=False)[0]
-print(f"validation Dice {scores['val_dice']:.3f}, IoU {scores['val_iou']:.3f} "
-      f"(hard, threshold 0.5, mean over images; soft Dice {scores['val_soft_dice']:.3f})")
+print("best checkpoint, means over the images:", {k: round(v, 3) for k, v in scores.items()})
 
 # %% [markdown]
 # ## How good is good enough? A target from the labels themselves
@@ -815,8 +734,6 @@ print(f"validation Dice {scores['val_dice']:.3f}, IoU {scores['val_iou']:.3f} "
 # %%
 #| export training.unet
 import pandas as pd
-
-from nailseg_common.measure.targets import Verdict, difference_spread
 
 OUTLINE_ERRORS = {"1 px larger": 1, "1 px smaller": -1, "2 px larger": 2, "2 px smaller": -2}
 
@@ -835,19 +752,10 @@ def outline_levels(labels: torch.Tensor) -> pd.DataFrame:
                          for name, pixels in OUTLINE_ERRORS.items()})
 
 
-def outline_verdict(val_dice_per_image: torch.Tensor, labels: torch.Tensor) -> Verdict:
-    """A model's per-image hard Dice against its labels drawn 2 px too large: ``labels`` in
-    loader order, of which the first ``len(val_dice_per_image)`` (a capped validation) count."""
-    level = outline_levels(labels[: len(val_dice_per_image)])["2 px larger"]
-    return Verdict("hard Dice", val_dice_per_image.mean().item(), level.mean(),
-                   difference_spread(val_dice_per_image, level), "masks drawn 2 px too large")
-
-
 # %%
 valid_labels = torch.stack([datamodule.valid_set[i]["label"] for i in range(len(datamodule.valid_set))])
-levels = outline_levels(valid_labels)
-print(f"{len(levels)} validation masks at {cfg.image_size} px; mean hard Dice against the true masks:")
-levels.mean().to_frame(f"{cfg.image_size} px").T.round(3)
+levels = outline_levels(valid_labels)  # mean hard Dice against the true masks:
+levels.mean().to_frame(f"{len(levels)} validation masks at {cfg.image_size} px").T.round(3)
 
 # %% [markdown]
 # One pixel of outline costs more than you might think, and the levels depend on the image
@@ -858,10 +766,11 @@ levels.mean().to_frame(f"{cfg.image_size} px").T.round(3)
 # masks are closer to the labels than masks drawn two pixels too large.**
 #
 # `validate` above ran the best checkpoint over the validation set, and the model kept each
-# image's hard Dice of that epoch (`val_dice_per_image`). `outline_verdict` compares their
-# mean with the level of the same images, and the spread comes from both sets of per-image
-# scores (`difference_spread`, from `nailseg_common.measure.targets`: twice the standard
-# error of the difference). Notebooks 03 and 04 judge their own runs the same way.
+# image's hard Dice of that epoch (`val_dice_per_image`). `outline_verdict` (reporting
+# plumbing in `nailseg_common.measure.targets`) compares their mean with the `2 px larger`
+# level of `outline_levels` on the same images, and the spread comes from both sets of
+# per-image scores (`difference_spread`: twice the standard error of the difference).
+# Notebooks 03 and 04 judge their own runs the same way.
 
 # %%
 print(outline_verdict(model.val_dice_per_image, valid_labels))
@@ -877,8 +786,7 @@ print(outline_verdict(model.val_dice_per_image, valid_labels))
 batch = next(iter(DataLoader(datamodule.valid_set, batch_size=4)))  # 4 images, no worker processes
 with torch.no_grad(), torch.autocast(cfg.device.type, torch.bfloat16, enabled="bf16" in cfg.precision):
     logits = model.eval()(batch["image"].to(model.device)).float().cpu()
-plots.plot_predictions(batch["image"].permute(0, 2, 3, 1).numpy() / 255, batch["label"][:, 0].numpy(),
-                 torch.sigmoid(logits)[:, 0].numpy(), scores=per_image_iou(logits, batch["label"]))
+plots.plot_batch_predictions(batch, logits, scores=per_image_iou(logits, batch["label"]))
 plt.show()
 
 # %% [markdown]
@@ -903,15 +811,13 @@ plt.show()
 on_device = [{key: value.to(cfg.device) for key, value in b.items()} for b in first_batches]
 bound = bound_images_per_second(cfg, lambda: LitNailSegmentation(cfg.encoder, cfg.lr, cfg.max_steps),
                                 on_device, steps=200 if cfg.device.type == "cuda" else 4)
-ratio, spread = speed.ratio_to(bound)
-print(f"training {speed.images_per_second():.0f} images/s (median of {len(speed.rates())} timed "
-      f"epoch(s)), bound {bound:.0f} (one measurement): ratio {ratio:.2f} ± {spread:.2f}")
+print(speed.report(bound, "Albumentations"))  # the ratio to the bound and its spread
 print(committed_ratios(load_results(), ("albumentations_w15", "dali")))
 
 # %% [markdown]
-# Read your own ratio in the first line; its spread is the range of the epochs' rates (the
-# bound is measured once). On a CPU the model itself is slow, but the workers
-# compete with it for the same few cores, so the ratio says as much about the machine as
+# Read your own ratio in the first line (`ratio r ± s`); its spread is the range of the
+# epochs' rates (the bound is measured once). On a CPU the model itself is slow, but the
+# workers compete with it for the same few cores, so the ratio says as much about the machine as
 # about the pipeline (and in the `smoke` profile, with its two steps, it says nothing). On a
 # GPU the step shrinks while the CPU cost per image stays: in the committed H100 benchmark
 # (the last two lines, read from `results/benchmark_h100.json`, which notebook 05 explains),

@@ -60,12 +60,12 @@ from IPython.display import display
 
 from nailseg_common.measure import plots
 from nailseg_common.measure.benchmark import load_results, results_label, shares_table
-from nailseg_common.measure.targets import Verdict, mean_spread
+from nailseg_common.measure.targets import Verdict, mean_spread, outline_verdict
 from nailseg_common.pipelines.albumentations_pipeline import NailDataModule
 from nailseg_common.pipelines.gallery import gallery_panels, policy_table
 from nailseg_common.training import run_logs
 from nailseg_common.training.trainer import TrainingSpeed, bound_images_per_second, make_trainer
-from nailseg_common.training.unet import LitNailSegmentation, outline_verdict
+from nailseg_common.training.unet import LitNailSegmentation
 
 # %% tags=["parameters"]
 profile = ""            # smoke, cpu or gpu; empty: $NAILSEG_PROFILE, else chosen from the hardware

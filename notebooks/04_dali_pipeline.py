@@ -55,8 +55,6 @@
 # > so once, shows the code, skips the cells that run it and still runs to the end.
 
 # %%
-import math
-
 import matplotlib.pyplot as plt
 import pandas as pd
 import pytorch_lightning as pl
@@ -65,11 +63,12 @@ from IPython.display import display
 
 from nailseg_common.data.preparation import read_split
 from nailseg_common.measure import benchmark, plots
-from nailseg_common.measure.targets import Verdict, mean_spread
-from nailseg_common.pipelines.gallery import policy_table
+from nailseg_common.measure.targets import outline_verdict
+from nailseg_common.pipelines.gallery import fingerprints, policy_table
+from nailseg_common.setup.environment import where_dali_runs
 from nailseg_common.training import run_logs
 from nailseg_common.training.trainer import TrainingSpeed, bound_images_per_second, make_trainer
-from nailseg_common.training.unet import LitNailSegmentation, outline_verdict, per_image_dice
+from nailseg_common.training.unet import LitNailSegmentation, per_image_dice
 
 # %% tags=["parameters"]
 profile = ""            # smoke, cpu or gpu; empty: $NAILSEG_PROFILE, else chosen from the hardware
@@ -90,28 +89,27 @@ bench_steps = None      # steps per epoch of the bound measurement (five epochs)
 # %%
 from nailseg_common.setup.course import start
 
-cfg, data = start(profile, data_root, num_images=num_images, image_size=image_size,
-                  batch_size=batch_size, max_steps=max_steps, encoder=encoder, lr=lr,
-                  precision=precision, accelerator=accelerator, max_train_batches=max_train_batches,
-                  max_valid_batches=max_valid_batches, bench_steps=bench_steps,
-                  val_every_n_epochs=val_every_n_epochs)
+cfg, data = start(profile, data_root, num_images=num_images, image_size=image_size, lr=lr,
+                  batch_size=batch_size, max_steps=max_steps, encoder=encoder, precision=precision,
+                  accelerator=accelerator, bench_steps=bench_steps, max_train_batches=max_train_batches,
+                  max_valid_batches=max_valid_batches, val_every_n_epochs=val_every_n_epochs)
 
 # %% [markdown]
 # ## Is DALI here, and where will it run?
 #
-# `nailseg_common.setup.environment` imports DALI where it can; where it cannot, it says why in
-# one line and anything that would run DALI raises that line as an error. Where DALI runs
+# `nailseg_common.setup.environment` imports DALI where it can; where it cannot,
+# `where_dali_runs` says why in one line and anything that would run DALI raises that line as
+# an error. Where DALI runs
 # follows the profile: a profile that trains on CUDA runs DALI's pixel operators on the GPU,
 # any other runs the whole graph on CPU threads. (Cells that start with `#| export` are
 # written into `nailseg_common.pipelines.dali_pipeline`, which the benchmark and notebook 08 import.)
 
 # %%
 #| export pipelines.dali_pipeline: the DALI pipeline that decodes and augments on the GPU, and its DataModule
+from nailseg_common.setup import environment
 from nailseg_common.setup.environment import (
     DALIGenericIterator,
     LastBatchPolicy,
-    dali_available,
-    dali_status,
     default_num_threads,
     fn,
     pipeline_def,
@@ -120,28 +118,19 @@ from nailseg_common.setup.environment import (
 )
 from nailseg_common.setup.profiles import Profile
 
+dali_available, dali_status = environment.dali_available, environment.dali_status  # re-exported
+
 
 def dali_device(profile: Profile) -> str:
-    """DALI's device for ``profile``: ``"gpu"`` when it trains on CUDA, else ``"cpu"``
-    (CPU-only mode: ``device_id=None``, every operator on CPU threads)."""
+    """DALI's device: ``"gpu"`` when ``profile`` trains on CUDA, else ``"cpu"`` (CPU-only)."""
     return "gpu" if profile.device.type == "cuda" else "cpu"
-
-
-def where_dali_runs(profile: Profile) -> str:
-    """One line: DALI's version and the device of its operators, or why DALI is missing."""
-    where = {"gpu": "the GPU", "cpu": "the CPU (CPU-only mode: device_id=None)"}[dali_device(profile)]
-    return f"{dali_status()} Its operators run on {where}." if dali_available() else dali_status()
 
 
 # %%
 HAVE_DALI = dali_available()
 device = dali_device(cfg)
 device_id = 0 if device == "gpu" else None
-print(where_dali_runs(cfg))
-if not HAVE_DALI:
-    print("Skipped below (every cell under `if HAVE_DALI:`): the first pipeline, the mask "
-          "resize, the batches, epochs, shards, the training run and the legacy sidebar. "
-          "The code is still defined, and the committed H100 results still print.")
+print(where_dali_runs(device))  # or why DALI is missing, and what is skipped then
 
 # %% [markdown]
 # ## A first pipeline: how the graph is built
@@ -281,19 +270,17 @@ def _uniform(bounds, shape=None):
 #| export pipelines.dali_pipeline
 def _geometry(image_size: int, policy: Mapping[str, PolicyOp]):
     """One 2×3 matrix per sample: the flips, then the affine, of the resized image."""
-    size = float(image_size)
-    center = [size / 2.0, size / 2.0]
+    center = [image_size / 2.0] * 2
     flip_x = 1.0 - 2.0 * _coin(policy, "horizontal_flip")  # -1 mirrors about the center
     flip_y = 1.0 - 2.0 * _coin(policy, "vertical_flip")
     matrix = fn.transforms.scale(scale=fn.stack(flip_x, flip_y), center=center)
-    op = policy.get("affine")
-    if op:
+    if op := policy.get("affine"):
         apply, p = _coin(policy, "affine"), op.params
         zoom = 1.0 + (_uniform(p["scale"]) - 1.0) * apply
         matrix = fn.transforms.scale(matrix, scale=fn.stack(zoom, zoom), center=center)
         angle = _uniform((-p["rotate_deg"], p["rotate_deg"])) * apply
         matrix = fn.transforms.rotation(matrix, angle=angle, center=center)
-        offset = _uniform((-p["translate"], p["translate"]), shape=[2]) * (size * apply)
+        offset = _uniform((-p["translate"], p["translate"]), shape=[2]) * (float(image_size) * apply)
         matrix = fn.transforms.translation(matrix, offset=offset)
     return matrix
 
@@ -307,18 +294,13 @@ def _geometry(image_size: int, policy: Mapping[str, PolicyOp]):
 #| export pipelines.dali_pipeline
 def _photometric(image, policy: Mapping[str, PolicyOp]):
     """Brightness/contrast, noise and blur on the image (never the mask)."""
-    op = policy.get("brightness_contrast")
-    if op:  # x * contrast + shift * 255, contrast around 0 as Albumentations and Kornia do
+    if op := policy.get("brightness_contrast"):  # x·c + b·255: around 0, as in 02 and 03
         apply, b, c = _coin(policy, op.op), op.params["brightness"], op.params["contrast"]
         image = fn.brightness_contrast(image, brightness_shift=_uniform((-b, b)) * apply,
-                                       contrast=1.0 + _uniform((-c, c)) * apply,
-                                       contrast_center=0.0)
-    op = policy.get("gaussian_noise")
-    if op:  # the policy's stddev is in [0, 1] units; on uint8 DALI works in 0..255
-        image = fn.noise.gaussian(image, stddev=_uniform(op.params["std"])
-                                  * (255.0 * _coin(policy, op.op)))
-    op = policy.get("gaussian_blur")
-    if op:  # sigma 1e-3 makes the 5-tap kernel exactly [0, 0, 1, 0, 0]: the identity
+                                       contrast=1.0 + _uniform((-c, c)) * apply, contrast_center=0.0)
+    if op := policy.get("gaussian_noise"):  # std in [0, 1] units; uint8 is 0..255
+        image = fn.noise.gaussian(image, stddev=_uniform(op.params["std"]) * 255.0 * _coin(policy, op.op))
+    if op := policy.get("gaussian_blur"):  # sigma 1e-3 when off: the identity
         apply = _coin(policy, op.op)
         sigma = _uniform(op.params["sigma"]) * apply + 1e-3 * (1 - apply)
         image = fn.gaussian_blur(image, window_size=op.params["kernel"], sigma=sigma)
@@ -340,25 +322,19 @@ def nail_pipeline(image_files: Sequence[str], mask_files: Sequence[str], image_s
                   augment: bool, on_gpu: bool, shard_id: int = 0, num_shards: int = 1,
                   policy: Mapping[str, PolicyOp] = POLICY, shuffle: bool | None = None,
                   sample_ids: bool = False):
-    """The DALI graph: read image and mask npy, resize (and augment), CHW uint8 out (and
-    each image's zero-padded file path with ``sample_ids``). ``shuffle=None`` follows
-    ``augment``: training reshuffles the whole set every epoch with a seed all ranks share."""
+    """The DALI graph: read image and mask npy, resize (and augment), CHW uint8 out."""
     reader = {"shard_id": shard_id, "num_shards": num_shards, "pad_last_batch": True,
               "prefetch_queue_depth": 2}
     if augment if shuffle is None else shuffle:
         reader.update(shuffle_after_epoch=True, shuffle_after_epoch_seed=SHUFFLE_SEED)
     image = fn.readers.numpy(files=list(image_files), name=READER_NAME, **reader)
     mask = fn.readers.numpy(files=list(mask_files), **reader)
-    source = fn.pad(fn.get_property(image, key="source_info"), fill_value=0,
-                    shape=[SAMPLE_ID_BYTES])
-    image = fn.reshape(image, layout="HWC")  # npy carries no layout; ops need one
-    mask = fn.reshape(mask, layout="HWC")
+    source = fn.pad(fn.get_property(image, key="source_info"), fill_value=0, shape=[SAMPLE_ID_BYTES])
+    image, mask = fn.reshape(image, layout="HWC"), fn.reshape(mask, layout="HWC")  # npy: no layout
     if on_gpu:  # CPU stage ends here: one host-to-device copy of the original uint8 arrays
         image, mask = image.gpu(), mask.gpu()
-    image = fn.resize(image, size=[image_size, image_size], interp_type=types.INTERP_LINEAR,
-                      antialias=False)
-    mask = fn.resize(mask, size=[image_size, image_size], interp_type=types.INTERP_NN,
-                     antialias=False)
+    image = fn.resize(image, size=[image_size] * 2, interp_type=types.INTERP_LINEAR, antialias=False)
+    mask = fn.resize(mask, size=[image_size] * 2, interp_type=types.INTERP_NN, antialias=False)
     if augment:
         warp = {"matrix": _geometry(image_size, policy), "inverse_map": False, "fill_value": 0}
         image = fn.warp_affine(image, interp_type=types.INTERP_LINEAR, **warp)
@@ -382,14 +358,12 @@ def build_pipeline(image_files: Sequence[str], mask_files: Sequence[str], *, ima
                    num_threads: int | None = None, seed: int = 42, prefetch_queue_depth: int = 2,
                    policy: Mapping[str, PolicyOp] = POLICY, shuffle: bool | None = None,
                    sample_ids: bool = False):
-    """A built :func:`nail_pipeline` on ``device`` ("gpu" or "cpu", see :func:`dali_device`);
-    ``seed`` drives the augmentations: give every rank its own (``seed + rank``)."""
+    """A built :func:`nail_pipeline` on ``device``; ``seed`` (one per rank) drives augmentation."""
     require_dali()
     if device not in ("gpu", "cpu"):
         raise ValueError(f"device must be 'gpu' or 'cpu', not {device!r}")
     if len(image_files) != len(mask_files):
-        raise ValueError(f"{len(image_files)} image files but {len(mask_files)} mask files: "
-                         "images and masks must pair up one to one.")
+        raise ValueError(f"{len(image_files)} images and {len(mask_files)} masks do not pair up")
     pipe = nail_pipeline(
         list(map(str, image_files)), list(map(str, mask_files)), image_size, augment,
         device == "gpu", shard_id, num_shards, policy, shuffle, sample_ids,
@@ -401,16 +375,11 @@ def build_pipeline(image_files: Sequence[str], mask_files: Sequence[str], *, ima
 
 
 # %% [markdown]
-# How each row of the policy table is built here:
+# How each row of the policy table is built here (`policy_table("DALI")` adds the column,
+# from `BUILT_WITH` in `nailseg_common.pipelines.gallery`):
 
 # %%
-dali_ops = {"horizontal_flip": "fn.transforms.scale, x by -1", "vertical_flip": "fn.transforms.scale, y by -1",
-            "affine": "fn.transforms.scale/rotation/translation", "brightness_contrast": "fn.brightness_contrast",
-            "gaussian_noise": "fn.noise.gaussian (stddev × 255)", "gaussian_blur": "fn.gaussian_blur"}
-table = policy_table()
-table["DALI"] = table["op"].map(dali_ops)
-with pd.option_context("display.max_colwidth", None):
-    display(table)
+policy_table("DALI")
 
 # %% [markdown]
 # The three geometric rows are one matrix and one `fn.warp_affine` per tensor. Differences
@@ -440,8 +409,7 @@ with pd.option_context("display.max_colwidth", None):
 # %%
 #| export pipelines.dali_pipeline
 class DALILoader:
-    """Batches ``{"image", "label"}`` with ``len()`` = batches per epoch: ``DROP`` for training,
-    ``PARTIAL`` for validation, unless ``last_batch_policy`` says otherwise."""
+    """``len()`` batches ``{"image", "label"}`` per epoch: training DROPs, validation is PARTIAL."""
 
     def __init__(self, pipeline, *, train: bool, last_batch_policy=None, sample_ids: bool = False):
         require_dali()
@@ -450,8 +418,7 @@ class DALILoader:
         output_map = OUTPUT_MAP + ["sample_id"] if sample_ids else OUTPUT_MAP
         self._iterator = DALIGenericIterator([pipeline], output_map, reader_name=READER_NAME,
                                              last_batch_policy=last_batch_policy, auto_reset=True)
-        self._finish_partial_epochs = not train
-        self._served = 0  # batches handed out in the current epoch
+        self._finish_partial_epochs, self._served = not train, 0  # _served: batches this epoch
         self.batch_size = pipeline.max_batch_size
 
     def __len__(self) -> int:
@@ -489,12 +456,10 @@ from nailseg_common.setup.paths import DataLocation
 def make_loader(image_files: Sequence[str], mask_files: Sequence[str], *, image_size: int,
                 batch_size: int, train: bool, last_batch_policy=None, sample_ids: bool = False,
                 **pipeline_options) -> DALILoader:
-    """A :class:`DALILoader` for training (augmented, shuffled, DROP) or validation (PARTIAL);
-    ``pipeline_options`` go to :func:`build_pipeline`."""
+    """A :class:`DALILoader` for training or validation; options go to :func:`build_pipeline`."""
     pipe = build_pipeline(image_files, mask_files, image_size=image_size, batch_size=batch_size,
                           augment=train, sample_ids=sample_ids, **pipeline_options)
-    return DALILoader(pipe, train=train, last_batch_policy=last_batch_policy,
-                      sample_ids=sample_ids)
+    return DALILoader(pipe, train=train, last_batch_policy=last_batch_policy, sample_ids=sample_ids)
 
 
 def sample_names(sample_id) -> list[str]:
@@ -536,13 +501,10 @@ if HAVE_DALI:
 # **Sharding.** With several GPUs, each rank runs its own pipeline on its own GPU and reads
 # its own *shard*: `shard_id = global_rank`, `num_shards = world_size`. All ranks shuffle with
 # the same seed, so each epoch's global order is cut into disjoint pieces. Three shards of
-# the validation set, as three ranks would read them:
+# the validation set, as three ranks would read them, compared through `fingerprints` (a hash
+# per image, from `nailseg_common.pipelines.gallery`):
 
 # %%
-def fingerprints(batches) -> list[int]:  # one hash per image, to compare sets of images
-    return [hash(image.cpu().numpy().tobytes()) for b in batches for image in b["image"]]
-
-
 def validation_loader(batch_size=cfg.batch_size, **extra) -> DALILoader:
     return make_loader(valid_images, valid_masks, batch_size=batch_size, train=False, **options, **extra)
 
@@ -575,33 +537,28 @@ import pytorch_lightning as pl
 
 
 class DALINailDataModule(pl.LightningDataModule):
-    """Train and validation :class:`DALILoader` s on :func:`dali_device` of ``profile``, one
-    shard per rank; ``sample_ids=True`` adds each sample's file to the training batches."""
+    """A :class:`DALILoader` per split on the profile's device, one shard per rank."""
 
     def __init__(self, location: DataLocation, profile: Profile, seed: int = 42,
                  num_threads: int | None = None, sample_ids: bool = False):
         super().__init__()
         require_dali()
         self.location, self.profile, self.seed = location, profile, seed
-        self.device = dali_device(profile)
-        self.num_threads, self.sample_ids = num_threads, sample_ids
+        self.num_threads, self.sample_ids, self.device = num_threads, sample_ids, dali_device(profile)
         self._loaders: dict[str, DALILoader] = {}
 
     def _loader(self, split: str) -> DALILoader:
         if split not in self._loaders:
             shard_id, num_shards, device_id = shard_of(self.trainer)
             images, masks = split_files(self.location, split)
-            loader = make_loader(
-                images, masks, image_size=self.profile.image_size,
-                batch_size=self.profile.batch_size, train=split == "train", device=self.device,
-                device_id=device_id, shard_id=shard_id, num_shards=num_shards,
-                num_threads=self.num_threads, seed=self.seed + shard_id,
-                sample_ids=self.sample_ids and split == "train")
+            loader = make_loader(images, masks, image_size=self.profile.image_size, device=self.device,
+                                 batch_size=self.profile.batch_size, train=split == "train",
+                                 device_id=device_id, shard_id=shard_id, num_shards=num_shards,
+                                 num_threads=self.num_threads, seed=self.seed + shard_id,
+                                 sample_ids=self.sample_ids and split == "train")
             if len(loader) == 0:
-                raise ValueError(
-                    f"The {split} split ({len(images)} samples, {num_shards} shard(s)) has fewer "
-                    f"samples per shard than batch_size={self.profile.batch_size}: lower the "
-                    "batch size or prepare more images.")
+                raise ValueError(f"The {split} split ({len(images)} samples, {num_shards} shard(s)) "
+                                 f"has fewer samples per shard than {self.profile.batch_size}.")
             self._loaders[split] = loader
         return self._loaders[split]
 
@@ -635,18 +592,14 @@ class DALINailDataModule(pl.LightningDataModule):
 if HAVE_DALI:
     pl.seed_everything(0, verbose=False)
     model = LitNailSegmentation(encoder=cfg.encoder, lr=cfg.lr, max_steps=cfg.max_steps)
-    speed = TrainingSpeed()
-    trainer = make_trainer(cfg, "04_dali", callbacks=[speed])
+    trainer = make_trainer(cfg, "04_dali", callbacks=[speed := TrainingSpeed()])
     trainer.fit(model, datamodule=DALINailDataModule(data, cfg))
     dali_metrics, dali_dice = run_logs.read_metrics(trainer), model.val_dice_per_image
-    print(f"{trainer.global_step} steps, {len(dali_metrics)} epochs")
     print(outline_verdict(dali_dice, torch.cat([b["label"].cpu() for b in valid_loader])))
     resident = [{k: v.to(cfg.device) for k, v in b.items()} for b, _ in zip(train_loader, range(4))]
     bound = bound_images_per_second(
         cfg, lambda: LitNailSegmentation(cfg.encoder, cfg.lr, cfg.max_steps), resident, 5 * cfg.bench_steps)
-    ratio, spread = speed.ratio_to(bound)
-    print(f"DALI {speed.images_per_second():.1f} training images/s (median of {len(speed.rates())} "
-          f"epochs), bound {bound:.1f}: {ratio:.2f} ± {spread:.2f} of the bound")
+    print(speed.report(bound, f"DALI, {trainer.global_step} steps"))
 
 # %% [markdown]
 # On a GPU the DALI pipeline runs on its own CUDA stream, `prefetch_queue_depth` batches
@@ -696,20 +649,18 @@ if HAVE_DALI:
 #
 # The verdict compares the final hard Dice of the two runs. Notebook 02's log keeps only the
 # mean, so the spread assumes its per-image scores vary as much as this run's (`√2` times
-# this run's `mean_spread`). **"Within noise" is the outcome to hope for**: the whole input
-# pipeline on the GPU trains the model as well as Albumentations on CPU workers.
+# this run's `mean_spread`; `run_logs.baseline_verdict`). **"Within noise" is the outcome to
+# hope for**: the whole input pipeline on the GPU trains the model as well as
+# Albumentations on CPU workers.
 
 # %%
 runs = run_logs.runs_with_baseline(cfg, {f"DALI on the {device.upper()}": dali_metrics} if HAVE_DALI else {})
 if runs:
-    table = run_logs.runs_table(runs)
     plots.plot_training_curves(runs)
     plt.show()
-    display(table.round(3))
+    display((table := run_logs.runs_table(runs)).round(3))
 if HAVE_DALI and run_logs.BASELINE_LABEL in runs:
-    baseline_dice = table.loc[run_logs.BASELINE_LABEL, "val_dice"]
-    print(Verdict("hard Dice", dali_dice.mean().item(), baseline_dice,
-                  math.sqrt(2) * mean_spread(dali_dice), "notebook 02's run"))
+    print(run_logs.baseline_verdict(dali_dice, table))
 
 # %% [markdown]
 # Same model, same policy, other random draws: the curves should end close together when
@@ -725,8 +676,7 @@ if HAVE_DALI and run_logs.BASELINE_LABEL in runs:
 # 05 explains the method and judges the pipelines with repeated windows. The committed results:
 
 # %%
-reference = benchmark.load_results()
-if reference is None:
+if (reference := benchmark.load_results()) is None:
     print("No committed reference yet: run `make bench BENCH_OUT=results/benchmark_h100.json` on a GPU.")
 else:
     print(benchmark.results_label(reference))

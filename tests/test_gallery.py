@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 
-from nailseg_common.pipelines.albumentations_pipeline import gallery_panels
+from nailseg_common.pipelines.gallery import gallery_panels
 
 
 def test_numpy_and_tensor_batches_give_the_same_panels():

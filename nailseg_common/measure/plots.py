@@ -364,6 +364,16 @@ def plot_worst_photos(worst, photos, logits, start: str):
     return fig
 
 
+def plot_batch_predictions(batch: dict, logits, scores=None, max_images: int = 4):
+    """:func:`plot_predictions` of a batch-contract ``batch`` (``image`` N×3×H×W uint8,
+    ``label`` N×1×H×W) and the model's ``logits`` for it, all on the CPU."""
+    import torch
+
+    return plot_predictions(batch["image"].permute(0, 2, 3, 1).numpy() / 255,
+                            batch["label"][:, 0].numpy(), torch.sigmoid(logits)[:, 0].numpy(),
+                            scores=scores, max_images=max_images)
+
+
 def plot_overlays(paths, max_images: int = 4):
     """The first ``max_images`` overlay images of ``paths`` in a row, titled by file name."""
     count = max(1, min(max_images, len(paths)))

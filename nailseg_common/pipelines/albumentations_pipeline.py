@@ -13,40 +13,31 @@ from torch.utils.data import DataLoader, Dataset, get_worker_info
 
 from nailseg_common.data.images import read_binary_mask, read_rgb
 from nailseg_common.data.preparation import read_split
-from nailseg_common.pipelines import gallery
 from nailseg_common.pipelines.policy import POLICY
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import Profile
 
-augment_pairs, gallery_panels = gallery.augment_pairs, gallery.gallery_panels  # re-exported
-
 
 def resize(image_size: int) -> A.Resize:
     """Resize image (bilinear) and mask (nearest, on the image's pixel grid) to ``image_size²``."""
-    return A.Resize(image_size, image_size, interpolation=cv2.INTER_LINEAR,
-                    mask_interpolation=cv2.INTER_NEAREST_EXACT)
+    return A.Resize(image_size, image_size, cv2.INTER_LINEAR, mask_interpolation=cv2.INTER_NEAREST_EXACT)
 
 
 def policy_transforms() -> list[A.BasicTransform]:
     """The policy ops, in table order, as Albumentations transforms."""
-    ops, affine, shift = POLICY, POLICY["affine"].params, POLICY["affine"].params["translate"]
-    brightness, blur = ops["brightness_contrast"].params, ops["gaussian_blur"].params
+    p = {name: op.probability for name, op in POLICY.items()}
+    affine, light = POLICY["affine"].params, POLICY["brightness_contrast"].params
+    blur, shift, angle = POLICY["gaussian_blur"].params, affine["translate"], affine["rotate_deg"]
     return [
-        A.HorizontalFlip(p=ops["horizontal_flip"].probability),
-        A.VerticalFlip(p=ops["vertical_flip"].probability),
-        A.Affine(scale=affine["scale"], translate_percent=(-shift, shift),
-                 rotate=(-affine["rotate_deg"], affine["rotate_deg"]),
+        A.HorizontalFlip(p=p["horizontal_flip"]), A.VerticalFlip(p=p["vertical_flip"]),
+        A.Affine(scale=affine["scale"], translate_percent=(-shift, shift), rotate=(-angle, angle),
                  interpolation=cv2.INTER_LINEAR, mask_interpolation=cv2.INTER_NEAREST,
-                 border_mode=cv2.BORDER_CONSTANT, fill=0, fill_mask=0,
-                 p=ops["affine"].probability),
-        A.RandomBrightnessContrast(brightness_limit=brightness["brightness"],
-                                   contrast_limit=brightness["contrast"],
-                                   p=ops["brightness_contrast"].probability),
-        # std_range is a fraction of the maximum value (255 for uint8), as in the table.
-        A.GaussNoise(std_range=ops["gaussian_noise"].params["std"],
-                     p=ops["gaussian_noise"].probability),
-        A.GaussianBlur(blur_limit=(blur["kernel"], blur["kernel"]), sigma_limit=blur["sigma"],
-                       p=ops["gaussian_blur"].probability),
+                 border_mode=cv2.BORDER_CONSTANT, fill=0, fill_mask=0, p=p["affine"]),
+        A.RandomBrightnessContrast(brightness_limit=light["brightness"],
+                                   contrast_limit=light["contrast"], p=p["brightness_contrast"]),
+        A.GaussNoise(std_range=POLICY["gaussian_noise"].params["std"], p=p["gaussian_noise"]),
+        A.GaussianBlur(blur_limit=(blur["kernel"],) * 2, sigma_limit=blur["sigma"],
+                       p=p["gaussian_blur"]),
     ]
 
 
@@ -75,11 +66,9 @@ class NailDataset(Dataset):
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         image, mask = read_rgb(self.images[index]), read_binary_mask(self.masks[index])
         if image.shape[:2] != mask.shape:
-            raise ValueError(f"Image {self.images[index]!r} is {image.shape[:2]} but its mask "
-                             f"is {mask.shape}: re-export the mask at the image's size.")
-        if self.transform is not None:
-            out = self.transform(image=image, mask=mask)
-            image, mask = out["image"], out["mask"]
+            raise ValueError(f"{self.images[index]!r} is {image.shape[:2]}, its mask {mask.shape}")
+        out = self.transform(image=image, mask=mask) if self.transform else {"image": image, "mask": mask}
+        image, mask = out["image"], out["mask"]
         return {"image": torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1))),
                 "label": torch.from_numpy(np.ascontiguousarray(mask[None]))}
 
@@ -87,8 +76,7 @@ class NailDataset(Dataset):
 def seed_worker_transform(worker_id: int) -> None:
     """Each DataLoader worker its own Albumentations random stream (seeded by PyTorch)."""
     info = get_worker_info()
-    transform = getattr(info.dataset, "transform", None)
-    if transform is not None and hasattr(transform, "set_random_seed"):
+    if hasattr(transform := getattr(info.dataset, "transform", None), "set_random_seed"):
         transform.set_random_seed(info.seed % 2**32)
 
 
@@ -98,15 +86,12 @@ class NailDataModule(pl.LightningDataModule):
     def __init__(self, location: DataLocation, profile: Profile, augment: bool = True):
         super().__init__()
         self.location, self.profile, self.augment = location, profile, augment
-        self.train_set = self.valid_set = None
 
     def setup(self, stage: str | None = None) -> None:
-        size = self.profile.image_size
-        if self.train_set is None:
-            self.train_set = NailDataset(
-                read_split(self.location, "train"),
-                train_transform(size) if self.augment else valid_transform(size))
-            self.valid_set = NailDataset(read_split(self.location, "valid"), valid_transform(size))
+        size = self.profile.image_size  # cheap to repeat: Lightning calls it for every stage
+        transform = train_transform(size) if self.augment else valid_transform(size)
+        self.train_set = NailDataset(read_split(self.location, "train"), transform)
+        self.valid_set = NailDataset(read_split(self.location, "valid"), valid_transform(size))
 
     def _loader(self, dataset: NailDataset, train: bool) -> DataLoader:
         workers = self.profile.num_workers

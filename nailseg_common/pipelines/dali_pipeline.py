@@ -11,11 +11,10 @@ import pytorch_lightning as pl
 
 from nailseg_common.data.preparation import read_split
 from nailseg_common.pipelines.policy import POLICY, PolicyOp
+from nailseg_common.setup import environment
 from nailseg_common.setup.environment import (
     DALIGenericIterator,
     LastBatchPolicy,
-    dali_available,
-    dali_status,
     default_num_threads,
     fn,
     pipeline_def,
@@ -25,17 +24,12 @@ from nailseg_common.setup.environment import (
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import Profile
 
+dali_available, dali_status = environment.dali_available, environment.dali_status  # re-exported
+
 
 def dali_device(profile: Profile) -> str:
-    """DALI's device for ``profile``: ``"gpu"`` when it trains on CUDA, else ``"cpu"``
-    (CPU-only mode: ``device_id=None``, every operator on CPU threads)."""
+    """DALI's device: ``"gpu"`` when ``profile`` trains on CUDA, else ``"cpu"`` (CPU-only)."""
     return "gpu" if profile.device.type == "cuda" else "cpu"
-
-
-def where_dali_runs(profile: Profile) -> str:
-    """One line: DALI's version and the device of its operators, or why DALI is missing."""
-    where = {"gpu": "the GPU", "cpu": "the CPU (CPU-only mode: device_id=None)"}[dali_device(profile)]
-    return f"{dali_status()} Its operators run on {where}." if dali_available() else dali_status()
 
 
 READER_NAME = "images"  # the reader whose epoch the iterator follows
@@ -58,37 +52,30 @@ def _uniform(bounds, shape=None):
 
 def _geometry(image_size: int, policy: Mapping[str, PolicyOp]):
     """One 2×3 matrix per sample: the flips, then the affine, of the resized image."""
-    size = float(image_size)
-    center = [size / 2.0, size / 2.0]
+    center = [image_size / 2.0] * 2
     flip_x = 1.0 - 2.0 * _coin(policy, "horizontal_flip")  # -1 mirrors about the center
     flip_y = 1.0 - 2.0 * _coin(policy, "vertical_flip")
     matrix = fn.transforms.scale(scale=fn.stack(flip_x, flip_y), center=center)
-    op = policy.get("affine")
-    if op:
+    if op := policy.get("affine"):
         apply, p = _coin(policy, "affine"), op.params
         zoom = 1.0 + (_uniform(p["scale"]) - 1.0) * apply
         matrix = fn.transforms.scale(matrix, scale=fn.stack(zoom, zoom), center=center)
         angle = _uniform((-p["rotate_deg"], p["rotate_deg"])) * apply
         matrix = fn.transforms.rotation(matrix, angle=angle, center=center)
-        offset = _uniform((-p["translate"], p["translate"]), shape=[2]) * (size * apply)
+        offset = _uniform((-p["translate"], p["translate"]), shape=[2]) * (float(image_size) * apply)
         matrix = fn.transforms.translation(matrix, offset=offset)
     return matrix
 
 
 def _photometric(image, policy: Mapping[str, PolicyOp]):
     """Brightness/contrast, noise and blur on the image (never the mask)."""
-    op = policy.get("brightness_contrast")
-    if op:  # x * contrast + shift * 255, contrast around 0 as Albumentations and Kornia do
+    if op := policy.get("brightness_contrast"):  # x·c + b·255: around 0, as in 02 and 03
         apply, b, c = _coin(policy, op.op), op.params["brightness"], op.params["contrast"]
         image = fn.brightness_contrast(image, brightness_shift=_uniform((-b, b)) * apply,
-                                       contrast=1.0 + _uniform((-c, c)) * apply,
-                                       contrast_center=0.0)
-    op = policy.get("gaussian_noise")
-    if op:  # the policy's stddev is in [0, 1] units; on uint8 DALI works in 0..255
-        image = fn.noise.gaussian(image, stddev=_uniform(op.params["std"])
-                                  * (255.0 * _coin(policy, op.op)))
-    op = policy.get("gaussian_blur")
-    if op:  # sigma 1e-3 makes the 5-tap kernel exactly [0, 0, 1, 0, 0]: the identity
+                                       contrast=1.0 + _uniform((-c, c)) * apply, contrast_center=0.0)
+    if op := policy.get("gaussian_noise"):  # std in [0, 1] units; uint8 is 0..255
+        image = fn.noise.gaussian(image, stddev=_uniform(op.params["std"]) * 255.0 * _coin(policy, op.op))
+    if op := policy.get("gaussian_blur"):  # sigma 1e-3 when off: the identity
         apply = _coin(policy, op.op)
         sigma = _uniform(op.params["sigma"]) * apply + 1e-3 * (1 - apply)
         image = fn.gaussian_blur(image, window_size=op.params["kernel"], sigma=sigma)
@@ -100,25 +87,19 @@ def nail_pipeline(image_files: Sequence[str], mask_files: Sequence[str], image_s
                   augment: bool, on_gpu: bool, shard_id: int = 0, num_shards: int = 1,
                   policy: Mapping[str, PolicyOp] = POLICY, shuffle: bool | None = None,
                   sample_ids: bool = False):
-    """The DALI graph: read image and mask npy, resize (and augment), CHW uint8 out (and
-    each image's zero-padded file path with ``sample_ids``). ``shuffle=None`` follows
-    ``augment``: training reshuffles the whole set every epoch with a seed all ranks share."""
+    """The DALI graph: read image and mask npy, resize (and augment), CHW uint8 out."""
     reader = {"shard_id": shard_id, "num_shards": num_shards, "pad_last_batch": True,
               "prefetch_queue_depth": 2}
     if augment if shuffle is None else shuffle:
         reader.update(shuffle_after_epoch=True, shuffle_after_epoch_seed=SHUFFLE_SEED)
     image = fn.readers.numpy(files=list(image_files), name=READER_NAME, **reader)
     mask = fn.readers.numpy(files=list(mask_files), **reader)
-    source = fn.pad(fn.get_property(image, key="source_info"), fill_value=0,
-                    shape=[SAMPLE_ID_BYTES])
-    image = fn.reshape(image, layout="HWC")  # npy carries no layout; ops need one
-    mask = fn.reshape(mask, layout="HWC")
+    source = fn.pad(fn.get_property(image, key="source_info"), fill_value=0, shape=[SAMPLE_ID_BYTES])
+    image, mask = fn.reshape(image, layout="HWC"), fn.reshape(mask, layout="HWC")  # npy: no layout
     if on_gpu:  # CPU stage ends here: one host-to-device copy of the original uint8 arrays
         image, mask = image.gpu(), mask.gpu()
-    image = fn.resize(image, size=[image_size, image_size], interp_type=types.INTERP_LINEAR,
-                      antialias=False)
-    mask = fn.resize(mask, size=[image_size, image_size], interp_type=types.INTERP_NN,
-                     antialias=False)
+    image = fn.resize(image, size=[image_size] * 2, interp_type=types.INTERP_LINEAR, antialias=False)
+    mask = fn.resize(mask, size=[image_size] * 2, interp_type=types.INTERP_NN, antialias=False)
     if augment:
         warp = {"matrix": _geometry(image_size, policy), "inverse_map": False, "fill_value": 0}
         image = fn.warp_affine(image, interp_type=types.INTERP_LINEAR, **warp)
@@ -134,14 +115,12 @@ def build_pipeline(image_files: Sequence[str], mask_files: Sequence[str], *, ima
                    num_threads: int | None = None, seed: int = 42, prefetch_queue_depth: int = 2,
                    policy: Mapping[str, PolicyOp] = POLICY, shuffle: bool | None = None,
                    sample_ids: bool = False):
-    """A built :func:`nail_pipeline` on ``device`` ("gpu" or "cpu", see :func:`dali_device`);
-    ``seed`` drives the augmentations: give every rank its own (``seed + rank``)."""
+    """A built :func:`nail_pipeline` on ``device``; ``seed`` (one per rank) drives augmentation."""
     require_dali()
     if device not in ("gpu", "cpu"):
         raise ValueError(f"device must be 'gpu' or 'cpu', not {device!r}")
     if len(image_files) != len(mask_files):
-        raise ValueError(f"{len(image_files)} image files but {len(mask_files)} mask files: "
-                         "images and masks must pair up one to one.")
+        raise ValueError(f"{len(image_files)} images and {len(mask_files)} masks do not pair up")
     pipe = nail_pipeline(
         list(map(str, image_files)), list(map(str, mask_files)), image_size, augment,
         device == "gpu", shard_id, num_shards, policy, shuffle, sample_ids,
@@ -153,8 +132,7 @@ def build_pipeline(image_files: Sequence[str], mask_files: Sequence[str], *, ima
 
 
 class DALILoader:
-    """Batches ``{"image", "label"}`` with ``len()`` = batches per epoch: ``DROP`` for training,
-    ``PARTIAL`` for validation, unless ``last_batch_policy`` says otherwise."""
+    """``len()`` batches ``{"image", "label"}`` per epoch: training DROPs, validation is PARTIAL."""
 
     def __init__(self, pipeline, *, train: bool, last_batch_policy=None, sample_ids: bool = False):
         require_dali()
@@ -163,8 +141,7 @@ class DALILoader:
         output_map = OUTPUT_MAP + ["sample_id"] if sample_ids else OUTPUT_MAP
         self._iterator = DALIGenericIterator([pipeline], output_map, reader_name=READER_NAME,
                                              last_batch_policy=last_batch_policy, auto_reset=True)
-        self._finish_partial_epochs = not train
-        self._served = 0  # batches handed out in the current epoch
+        self._finish_partial_epochs, self._served = not train, 0  # _served: batches this epoch
         self.batch_size = pipeline.max_batch_size
 
     def __len__(self) -> int:
@@ -192,12 +169,10 @@ class DALILoader:
 def make_loader(image_files: Sequence[str], mask_files: Sequence[str], *, image_size: int,
                 batch_size: int, train: bool, last_batch_policy=None, sample_ids: bool = False,
                 **pipeline_options) -> DALILoader:
-    """A :class:`DALILoader` for training (augmented, shuffled, DROP) or validation (PARTIAL);
-    ``pipeline_options`` go to :func:`build_pipeline`."""
+    """A :class:`DALILoader` for training or validation; options go to :func:`build_pipeline`."""
     pipe = build_pipeline(image_files, mask_files, image_size=image_size, batch_size=batch_size,
                           augment=train, sample_ids=sample_ids, **pipeline_options)
-    return DALILoader(pipe, train=train, last_batch_policy=last_batch_policy,
-                      sample_ids=sample_ids)
+    return DALILoader(pipe, train=train, last_batch_policy=last_batch_policy, sample_ids=sample_ids)
 
 
 def sample_names(sample_id) -> list[str]:
@@ -221,33 +196,28 @@ def shard_of(trainer) -> tuple[int, int, int | None]:
 
 
 class DALINailDataModule(pl.LightningDataModule):
-    """Train and validation :class:`DALILoader` s on :func:`dali_device` of ``profile``, one
-    shard per rank; ``sample_ids=True`` adds each sample's file to the training batches."""
+    """A :class:`DALILoader` per split on the profile's device, one shard per rank."""
 
     def __init__(self, location: DataLocation, profile: Profile, seed: int = 42,
                  num_threads: int | None = None, sample_ids: bool = False):
         super().__init__()
         require_dali()
         self.location, self.profile, self.seed = location, profile, seed
-        self.device = dali_device(profile)
-        self.num_threads, self.sample_ids = num_threads, sample_ids
+        self.num_threads, self.sample_ids, self.device = num_threads, sample_ids, dali_device(profile)
         self._loaders: dict[str, DALILoader] = {}
 
     def _loader(self, split: str) -> DALILoader:
         if split not in self._loaders:
             shard_id, num_shards, device_id = shard_of(self.trainer)
             images, masks = split_files(self.location, split)
-            loader = make_loader(
-                images, masks, image_size=self.profile.image_size,
-                batch_size=self.profile.batch_size, train=split == "train", device=self.device,
-                device_id=device_id, shard_id=shard_id, num_shards=num_shards,
-                num_threads=self.num_threads, seed=self.seed + shard_id,
-                sample_ids=self.sample_ids and split == "train")
+            loader = make_loader(images, masks, image_size=self.profile.image_size, device=self.device,
+                                 batch_size=self.profile.batch_size, train=split == "train",
+                                 device_id=device_id, shard_id=shard_id, num_shards=num_shards,
+                                 num_threads=self.num_threads, seed=self.seed + shard_id,
+                                 sample_ids=self.sample_ids and split == "train")
             if len(loader) == 0:
-                raise ValueError(
-                    f"The {split} split ({len(images)} samples, {num_shards} shard(s)) has fewer "
-                    f"samples per shard than batch_size={self.profile.batch_size}: lower the "
-                    "batch size or prepare more images.")
+                raise ValueError(f"The {split} split ({len(images)} samples, {num_shards} shard(s)) "
+                                 f"has fewer samples per shard than {self.profile.batch_size}.")
             self._loaders[split] = loader
         return self._loaders[split]
 

@@ -3,9 +3,11 @@
 ``plots.plot_augmentation_gallery`` draws ``{name: (N×S×S×3 floats in [0, 1], N×S×S
 masks)}``; :func:`gallery_panels` builds that from a resized batch and the augmentation to
 show, given as a function, so notebooks 02 (Albumentations), 03 (Kornia) and 04 (DALI)
-draw their galleries the same way; :func:`augment_pairs` is the Albumentations one.
-``nailseg_common.pipelines.albumentations_pipeline`` re-exports both. :func:`policy_table`
-shows the policy of ``nailseg_common.pipelines.policy`` as a table.
+draw their galleries the same way; :func:`augment_pairs` is the Albumentations one, and
+:func:`one_per_type` picks and resizes the images to show;
+:func:`albumentations_panels` is notebook 02's gallery. :func:`policy_table` shows the
+policy of ``nailseg_common.pipelines.policy`` as a table (with the operators of a pipeline
+that builds it, from :data:`BUILT_WITH`); :func:`fingerprints` hashes the images of batches.
 """
 
 from __future__ import annotations
@@ -16,15 +18,31 @@ import numpy as np
 import pandas as pd
 import torch
 
+from nailseg_common.data.images import read_binary_mask, read_rgb
 from nailseg_common.pipelines.policy import POLICY
 
+BUILT_WITH = {  # how a pipeline builds each op of the policy (notebook 04's table)
+    "DALI": {"horizontal_flip": "fn.transforms.scale, x by -1",
+             "vertical_flip": "fn.transforms.scale, y by -1",
+             "affine": "fn.transforms.scale/rotation/translation",
+             "brightness_contrast": "fn.brightness_contrast",
+             "gaussian_noise": "fn.noise.gaussian (stddev × 255)", "gaussian_blur": "fn.gaussian_blur"},
+}
 
-def policy_table() -> pd.DataFrame:
-    """The policy as a table: op, probability, parameters, what it moves."""
+
+def policy_table(*pipelines: str) -> pd.DataFrame:
+    """The policy as a table: op, probability, parameters, what it moves, and for each of
+    ``pipelines`` (a key of :data:`BUILT_WITH`) the operators that build it."""
     return pd.DataFrame([{"op": p.op, "probability": p.probability,
                           "parameters": ", ".join(f"{k}={v}" for k, v in p.params.items()) or "-",
-                          "applies to": "image + mask" if p.geometric else "image only"}
+                          "applies to": "image + mask" if p.geometric else "image only",
+                          **{name: BUILT_WITH[name][p.op] for name in pipelines}}
                          for p in POLICY.values()])
+
+
+def fingerprints(batches) -> list[int]:
+    """One hash per image of ``batches`` (batch-contract dicts), to compare sets of images."""
+    return [hash(image.cpu().numpy().tobytes()) for batch in batches for image in batch["image"]]
 
 
 def augment_pairs(transform, images, masks) -> tuple[np.ndarray, np.ndarray]:
@@ -32,6 +50,27 @@ def augment_pairs(transform, images, masks) -> tuple[np.ndarray, np.ndarray]:
     (N×S×S×3 floats in [0, 1], N×S×S)."""
     pairs = [transform(image=image, mask=mask) for image, mask in zip(images, masks, strict=True)]
     return np.stack([p["image"] for p in pairs]) / 255.0, np.stack([p["mask"] for p in pairs])
+
+
+def one_per_type(frame: pd.DataFrame, resize, count: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    """The first image of each ``type`` in a split's ``frame`` (at most ``count``), with its
+    mask, through the Albumentations ``resize``: (N×S×S×3 uint8, N×S×S)."""
+    examples = frame.groupby("type").head(1).head(count)
+    pairs = [resize(image=read_rgb(image), mask=read_binary_mask(mask))
+             for image, mask in zip(examples["image"], examples["mask"], strict=True)]
+    return np.stack([p["image"] for p in pairs]), np.stack([p["mask"] for p in pairs])
+
+
+def albumentations_panels(frame: pd.DataFrame, image_size: int, seed: int = 0) -> dict:
+    """Notebook 02's gallery: :func:`one_per_type` at ``image_size``, then three draws of the
+    Albumentations policy (``albumentations_pipeline.policy_transforms``)."""
+    import albumentations as A
+
+    from nailseg_common.pipelines import albumentations_pipeline as pipeline
+
+    images, masks = one_per_type(frame, pipeline.valid_transform(image_size))
+    policy = A.Compose(pipeline.policy_transforms(), seed=seed)
+    return gallery_panels(images, masks, lambda i, m: augment_pairs(policy, i, m))
 
 
 def as_panel(images, masks) -> tuple[np.ndarray, np.ndarray]:

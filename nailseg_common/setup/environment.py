@@ -189,6 +189,7 @@ __all__ = [
     "pipeline_def",
     "require_dali",
     "types",
+    "where_dali_runs",
 ]
 
 
@@ -206,6 +207,16 @@ def dali_status() -> str:
              else "DALI is not installed in this environment")
     return (f"{where} ({IMPORT_ERROR}). DALI ships Linux wheels only: run this notebook on "
             "Linux, WSL2 or Colab, or `pip install nvidia-dali-cuda120` on Linux.")
+
+
+def where_dali_runs(device: str) -> str:
+    """One line for notebook 04: DALI's version and where its operators run (``device``:
+    "gpu" or "cpu"), or why DALI is missing and what the notebook skips then."""
+    if IMPORT_ERROR is not None:
+        return (f"{dali_status()} The cells under `if HAVE_DALI:` are skipped: the code is "
+                "still defined, and the committed H100 results still print.")
+    where = {"gpu": "the GPU", "cpu": "the CPU (CPU-only mode: device_id=None)"}[device]
+    return f"{dali_status()} Its operators run on {where}."
 
 
 def require_dali() -> None:

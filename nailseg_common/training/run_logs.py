@@ -1,14 +1,15 @@
 """What a course run leaves in its CSV log, and how later notebooks read it back.
 
-``training.make_trainer`` gives every Trainer :func:`course_callbacks`: a checkpoint of
-the best ``val_dice``, :class:`EpochClock` (``epoch_s``: the wall time of each epoch,
-validation included), ``ProgressLines`` and a CSV logger; :func:`read_metrics` turns a run's
+``training.make_trainer`` gives every Trainer :func:`course_logging`: the callbacks of
+:func:`course_callbacks` (a checkpoint of the best ``val_dice``, :class:`EpochClock`
+(``epoch_s``: the wall time of each epoch, validation included), ``ProgressLines``), a CSV
+logger and Lightning's own output turned off; :func:`read_metrics` turns a run's
 ``metrics.csv`` into one row per epoch (validation columns empty in epochs without a
 validation), :func:`steady_epoch_seconds` gives its typical epoch time, :func:`run_summary`
 its last scores and :func:`latest_run_metrics` finds the newest finished run of a name, so
-notebooks 03 and 04 can compare against notebook 02's logged run (``training.trainer``
-imports those five); :func:`runs_with_baseline` and :func:`runs_table` are the comparison
-plumbing of notebooks 03 and 04.
+notebooks 03 and 04 can compare against notebook 02's logged run. :class:`EpochRates`
+reports the rates of ``TrainingSpeed``; :func:`runs_with_baseline`, :func:`runs_table` and
+:func:`baseline_verdict` are the comparison plumbing of notebooks 03 and 04.
 
 The best checkpoint a run keeps is notebook 06's synthetic start: :func:`find_checkpoint`
 finds the newest of notebooks 02 and 04 in a profile, :func:`recorded_dice` reads the score
@@ -21,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import statistics
 import time
 from pathlib import Path
 
@@ -48,6 +50,37 @@ class EpochClock(Callback):
         pl_module.log("epoch_s", time.perf_counter() - self._start, on_epoch=True)
 
 
+class EpochRates:
+    """The report of ``training.trainer.TrainingSpeed``: its ``epochs`` (dicts with ``img_s``)
+    as rates, their median, and their ratio to a bound with a spread."""
+
+    def __init__(self) -> None:
+        self.epochs: list[dict] = []
+
+    def rates(self) -> list[float]:
+        """Training images/s of the timed epochs: all but the first when there are several."""
+        if not self.epochs:
+            raise ValueError("TrainingSpeed timed no epoch: pass it in the trainer's callbacks.")
+        speeds = [epoch["img_s"] for epoch in self.epochs]
+        return speeds[1:] if len(speeds) > 1 else speeds
+
+    def images_per_second(self) -> float:
+        return statistics.median(self.rates())
+
+    def ratio_to(self, bound: float) -> tuple[float, float]:
+        """``images_per_second() / bound`` and its spread: the rates' half-range relative to
+        their median (``bound``, one measurement, counts as exact); inf for one timed epoch."""
+        rates, ratio = self.rates(), self.images_per_second() / bound
+        half_range = (max(rates) - min(rates)) / (2 * statistics.median(rates))
+        return ratio, ratio * half_range if len(rates) > 1 else math.inf
+
+    def report(self, bound: float, name: str) -> str:
+        """One line: the median rate, how many epochs, the bound, the ratio and its spread."""
+        (ratio, spread), rates = self.ratio_to(bound), self.rates()
+        return (f"{name}: {self.images_per_second():.1f} training images/s (median of {len(rates)} "
+                f"epoch(s)), bound {bound:.1f}: ratio {ratio:.2f} ± {spread:.2f}")
+
+
 def course_callbacks(profile: Profile, run_name: str,
                      overrides: dict) -> tuple[list[Callback], CSVLogger]:
     """The callbacks and the logger of a course Trainer; takes ``callbacks`` (added to the
@@ -69,6 +102,16 @@ def course_callbacks(profile: Profile, run_name: str,
     logger = CSVLogger(runs_dir() / profile.name, name=run_name)
     logger.log_hyperparams({"profile": dataclasses.asdict(profile)})
     return callbacks, logger
+
+
+def course_logging(profile: Profile, run_name: str, overrides: dict) -> dict:
+    """The ``pl.Trainer`` options of a course run's logging: :func:`course_callbacks`, the
+    CSV logger and its folder, and Lightning's own output off (no sanity check, summary or
+    progress bar; the epoch metrics logged every step, which avoids the "few batches" hint)."""
+    callbacks, logger = course_callbacks(profile, run_name, overrides)
+    return {"callbacks": callbacks, "logger": logger,
+            "default_root_dir": runs_dir() / profile.name / run_name, "log_every_n_steps": 1,
+            "num_sanity_val_steps": 0, "enable_model_summary": False, "enable_progress_bar": False}
 
 
 def read_metrics(trainer_or_csv: pl.Trainer | str, by: str = "epoch") -> pd.DataFrame:
@@ -127,6 +170,16 @@ def runs_with_baseline(profile: Profile, runs: dict[str, pd.DataFrame]) -> dict[
         return dict(runs)
     print("notebook 02's log:", baseline[1].split("runs/")[-1])
     return {**runs, BASELINE_LABEL: baseline[0]}
+
+
+def baseline_verdict(dice_per_image, table: pd.DataFrame):
+    """A run's mean per-image hard Dice against notebook 02's logged final ``val_dice`` (the
+    :data:`BASELINE_LABEL` row of :func:`runs_table`). The log keeps only a mean, so the
+    spread assumes its images vary as much as this run's: ``√2 · mean_spread``."""
+    from nailseg_common.measure.targets import Verdict, mean_spread
+
+    return Verdict("hard Dice", dice_per_image.mean().item(), table.loc[BASELINE_LABEL, "val_dice"],
+                   math.sqrt(2) * mean_spread(dice_per_image), "notebook 02's run")
 
 
 def runs_table(runs: dict[str, pd.DataFrame]) -> pd.DataFrame:

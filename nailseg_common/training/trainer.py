@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
-import statistics
 
 import pytorch_lightning as pl
 import torch
@@ -13,37 +11,29 @@ from pytorch_lightning.callbacks import Callback
 from torch.utils.data import DataLoader
 
 from nailseg_common.measure.profiling import synchronized_now
-from nailseg_common.setup.paths import runs_dir
 from nailseg_common.setup.profiles import Profile
 from nailseg_common.training import run_logs
 
-read_metrics, steady_epoch_seconds = run_logs.read_metrics, run_logs.steady_epoch_seconds
-latest_run_metrics, run_summary = run_logs.latest_run_metrics, run_logs.run_summary  # re-exported
+read_metrics = run_logs.read_metrics  # re-exported
 
 
 def make_trainer(profile: Profile, run_name: str, **overrides) -> pl.Trainer:
     """A ``pl.Trainer`` for ``profile``; ``overrides`` go to ``pl.Trainer`` (``callbacks``: added)."""
-    if profile.accelerator == "gpu":
-        torch.set_float32_matmul_precision("high")  # a global setting: TF32 for float32 matmuls
-    callbacks, logger = run_logs.course_callbacks(profile, run_name, overrides)
-    options = {
-        "accelerator": profile.accelerator, "devices": 1, "precision": profile.precision, "max_epochs": -1,
+    torch.set_float32_matmul_precision("high" if profile.accelerator == "gpu" else "highest")  # TF32 on a GPU
+    return pl.Trainer(**{
+        **run_logs.course_logging(profile, run_name, overrides),  # callbacks, CSV log, quiet output
+        "accelerator": profile.accelerator, "devices": 1, "precision": profile.precision,
         "max_steps": profile.max_steps, "check_val_every_n_epoch": profile.val_every_n_epochs,
-        "limit_train_batches": profile.max_train_batches or 1.0,
+        "limit_train_batches": profile.max_train_batches or 1.0, "max_epochs": -1,
         "limit_val_batches": profile.max_valid_batches or 1.0,
-        "default_root_dir": runs_dir() / profile.name / run_name, "logger": logger,
-        "log_every_n_steps": 1,  # only epoch metrics are logged; avoids the "few batches" hint
-        "num_sanity_val_steps": 0, "enable_model_summary": False, "enable_progress_bar": False,
         "benchmark": profile.accelerator == "gpu",  # fixed input size: let cuDNN pick kernels
-    }
-    return pl.Trainer(callbacks=callbacks, **{**options, **overrides})
+        **overrides})  # what the caller sets wins
 
 
-class TrainingSpeed(Callback):
+class TrainingSpeed(run_logs.EpochRates, Callback):
     """Training images/s of each epoch, validation excluded (``epochs``: images, seconds)."""
 
-    def __init__(self) -> None:
-        self.epochs, self.start = [], None
+    start = None  # the clock at the start of the open window (``epochs``: see EpochRates)
 
     def on_train_epoch_start(self, trainer, pl_module) -> None:
         self.start, self.images = synchronized_now(pl_module.device), 0
@@ -51,45 +41,23 @@ class TrainingSpeed(Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         self.images += len(batch["image"]) * trainer.world_size
         if batch_idx + 1 >= trainer.num_training_batches or trainer.global_step == trainer.max_steps:
-            self.stop(pl_module)  # the epoch's last training step is done
+            self.stop(trainer, pl_module)  # the epoch's last training step is done
 
-    def on_validation_start(self, trainer, pl_module) -> None:
-        self.stop(pl_module)  # a window still open (a loader without a length) closes here
-
-    on_train_epoch_end = on_validation_start
-
-    def stop(self, pl_module) -> None:
+    def stop(self, trainer, pl_module) -> None:
         if self.start is not None and self.images:
-            seconds = synchronized_now(pl_module.device) - self.start
-            self.epochs.append({"images": self.images, "seconds": seconds,
-                                "img_s": self.images / seconds})
+            images, seconds = self.images, synchronized_now(pl_module.device) - self.start
+            self.epochs.append({"images": images, "seconds": seconds, "img_s": images / seconds})
         self.start = None
 
-    def rates(self) -> list[float]:
-        """Training images/s of the timed epochs: all but the first when there are several."""
-        if not self.epochs:
-            raise ValueError("TrainingSpeed timed no epoch: pass it in the trainer's callbacks.")
-        speeds = [epoch["img_s"] for epoch in self.epochs]
-        return speeds[1:] if len(speeds) > 1 else speeds
-
-    def images_per_second(self) -> float:
-        return statistics.median(self.rates())
-
-    def ratio_to(self, bound: float) -> tuple[float, float]:
-        """``images_per_second() / bound`` and its spread: the rates' half-range relative to
-        their median (``bound``, one measurement, counts as exact); inf for one timed epoch."""
-        rates, ratio = self.rates(), self.images_per_second() / bound
-        half_range = (max(rates) - min(rates)) / (2 * statistics.median(rates))
-        return ratio, ratio * half_range if len(rates) > 1 else math.inf
+    on_validation_start = on_train_epoch_end = stop  # closes a window still open (no loader length)
 
 
 def bound_images_per_second(profile: Profile, make_model, batches: list[dict], steps: int) -> float:
     """Training images/s of ``make_model()`` on ``batches`` already on the device."""
     per_epoch = max(1, steps // 5)
-    speed = TrainingSpeed()
-    trainer = make_trainer(dataclasses.replace(profile, max_steps=steps), "bound", callbacks=[speed],
-                           enable_checkpointing=False, enable_progress_bar=False,
-                           limit_train_batches=per_epoch, limit_val_batches=0)
+    trainer = make_trainer(dataclasses.replace(profile, max_steps=steps), "bound",
+                           callbacks=[speed := TrainingSpeed()], enable_checkpointing=False,
+                           enable_progress_bar=False, limit_train_batches=per_epoch, limit_val_batches=0)
     loader = DataLoader([batches[i % len(batches)] for i in range(per_epoch)], batch_size=None)
     trainer.fit(make_model(), loader, loader)  # limit_val_batches=0: no validation runs
     return speed.images_per_second()

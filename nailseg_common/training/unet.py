@@ -11,8 +11,8 @@ import torch.nn.functional as F
 from torch import nn
 from torchmetrics import MeanMetric
 
-from nailseg_common.measure.targets import Verdict, difference_spread
 from nailseg_common.setup.environment import offline_hint
+from nailseg_common.training.scores import per_image_soft_dice, ratio_or_one
 
 
 def create_model(encoder: str = "resnet34", encoder_weights: str | None = None) -> nn.Module:
@@ -29,8 +29,7 @@ def to_unit_float(image: torch.Tensor) -> torch.Tensor:
 def flat_pair(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``B×1×H×W`` logits and {0, 1} targets as float32 ``B×(H·W)``; shapes must agree."""
     if logits.shape != targets.shape:
-        raise ValueError(f"logits {tuple(logits.shape)} and targets {tuple(targets.shape)} "
-                         "must have the same shape (B×1×H×W).")
+        raise ValueError(f"logits {tuple(logits.shape)}, targets {tuple(targets.shape)}: not the same shape")
     return logits.float().flatten(1), targets.float().flatten(1)
 
 
@@ -61,17 +60,11 @@ def soft_dice_loss(logits: torch.Tensor, targets: torch.Tensor, smooth: float = 
     return (1.0 - dice).mean()
 
 
-def ratio_or_one(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tensor:
-    """``numerator / denominator``, and 1 where the denominator is 0 (both masks empty)."""
-    return torch.where(denominator > 0, numerator / denominator.clamp_min(1e-12),
-                       torch.ones_like(denominator))
-
-
-def per_image_soft_dice(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Soft Dice ``2·Σpt / (Σp + Σt)`` of each image, ``p = sigmoid(logits)``; shape ``B``."""
-    logits, targets = flat_pair(logits, targets)
-    probs = torch.sigmoid(logits)
-    return ratio_or_one(2.0 * (probs * targets).sum(1), probs.sum(1) + targets.sum(1))
+def segmentation_loss(logits, targets, bce_weight: float = 1.0, dice_weight: float = 1.0) -> torch.Tensor:
+    """``symmetric_lovasz + bce_weight · BCE + dice_weight · soft_dice_loss``, in float32."""
+    bce = F.binary_cross_entropy_with_logits(logits.float(), targets.float())
+    return (symmetric_lovasz(logits, targets) + bce_weight * bce
+            + dice_weight * soft_dice_loss(logits, targets))
 
 
 def per_image_dice(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -82,22 +75,11 @@ def per_image_dice(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 
 
 def per_image_iou(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """IoU of each image with the prediction thresholded at probability 0.5; shape ``B``."""
-    logits, targets = flat_pair(logits, targets)
-    predicted = (logits > 0).float()
-    intersection = (predicted * targets).sum(1)
-    return ratio_or_one(intersection, predicted.sum(1) + targets.sum(1) - intersection)
+    """IoU of each image at threshold 0.5, from its Dice: ``D / (2 − D)``; shape ``B``."""
+    return (dice := per_image_dice(logits, targets)) / (2.0 - dice)
 
 
 SCORES = {"val_dice": per_image_dice, "val_iou": per_image_iou, "val_soft_dice": per_image_soft_dice}
-
-
-def segmentation_loss(logits: torch.Tensor, targets: torch.Tensor, bce_weight: float = 1.0,
-                      dice_weight: float = 1.0) -> torch.Tensor:
-    """``symmetric_lovasz + bce_weight · BCE + dice_weight · soft_dice_loss``, in float32."""
-    bce = F.binary_cross_entropy_with_logits(logits.float(), targets.float())
-    return (symmetric_lovasz(logits, targets) + bce_weight * bce
-            + dice_weight * soft_dice_loss(logits, targets))
 
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -150,8 +132,7 @@ class LitNailSegmentation(SegmentationModel):
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         loss = self._loss(self(batch["image"]), batch["label"])
-        self.log("train_loss", loss, on_step=False, on_epoch=True,
-                 batch_size=batch["image"].shape[0])
+        self.log("train_loss", loss, on_step=False, on_epoch=True, batch_size=len(batch["image"]))
         return loss
 
     def on_validation_epoch_start(self) -> None:
@@ -159,22 +140,20 @@ class LitNailSegmentation(SegmentationModel):
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         logits, label = self(batch["image"]), batch["label"]
-        self.log("val_loss", self._loss(logits, label), on_step=False, on_epoch=True,
-                 batch_size=label.shape[0])
+        self.log("val_loss", self._loss(logits, label), batch_size=len(label))  # once per epoch
         scores = {name: score(logits, label) for name, score in SCORES.items()}
         for name, values in scores.items():  # per-image scores, summed on the device
             getattr(self, name).update(values)
-            self.log(name, getattr(self, name), on_step=False, on_epoch=True)
+            self.log(name, getattr(self, name))
         self.val_dice_per_image.append(scores["val_dice"])
 
     def on_validation_epoch_end(self) -> None:  # one copy to the host, at the end
         self.val_dice_per_image = torch.cat(self.val_dice_per_image or [torch.empty(0)]).cpu()
 
     def configure_optimizers(self):
-        optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr,
-                                      weight_decay=self.hparams.weight_decay)
-        scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(
-            optimizer, T_max=max(1, self.hparams.max_steps))
+        hp = self.hparams
+        optimizer = torch.optim.AdamW(self.parameters(), lr=hp.lr, weight_decay=hp.weight_decay)
+        scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(1, hp.max_steps))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
 
@@ -193,11 +172,3 @@ def outline_levels(labels: torch.Tensor) -> pd.DataFrame:
     labels = labels.float()
     return pd.DataFrame({name: per_image_dice(2 * grown(labels, pixels) - 1, labels).cpu().numpy()
                          for name, pixels in OUTLINE_ERRORS.items()})
-
-
-def outline_verdict(val_dice_per_image: torch.Tensor, labels: torch.Tensor) -> Verdict:
-    """A model's per-image hard Dice against its labels drawn 2 px too large: ``labels`` in
-    loader order, of which the first ``len(val_dice_per_image)`` (a capped validation) count."""
-    level = outline_levels(labels[: len(val_dice_per_image)])["2 px larger"]
-    return Verdict("hard Dice", val_dice_per_image.mean().item(), level.mean(),
-                   difference_spread(val_dice_per_image, level), "masks drawn 2 px too large")
