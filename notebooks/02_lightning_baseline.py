@@ -589,7 +589,7 @@ print(f"{cfg.encoder} U-Net: {sum(p.numel() for p in model.parameters()) / 1e6:.
 # optimizer and schedule) at each new best validation Dice, an `EpochClock` that logs each
 # epoch's wall time (`epoch_s`), about ten progress lines per training and a CSV log under
 # `runs/<profile>/<run name>/`, with Lightning's own progress bar, model summary and sanity
-# check turned off; `read_metrics` turns that log into one row per epoch.
+# check turned off; `run_logs.read_metrics` turns that log into one row per epoch.
 
 # %%
 #| export training.trainer: the Lightning trainer of every run, its speed callback and the bound of a resident batch
@@ -600,8 +600,6 @@ import torch
 
 from nailseg_common.setup.profiles import Profile
 from nailseg_common.training import run_logs
-
-read_metrics = run_logs.read_metrics  # re-exported
 
 
 def make_trainer(profile: Profile, run_name: str, **overrides) -> pl.Trainer:
@@ -704,7 +702,7 @@ trainer.fit(model, datamodule=datamodule)
 # table shows the last three epochs of the log that have validation scores.
 
 # %%
-metrics = read_metrics(trainer)
+metrics = run_logs.read_metrics(trainer)
 plots.plot_training_curves({"this run": metrics})
 plt.show()
 metrics.dropna(subset=["val_dice"]).tail(3).round(3)

@@ -106,7 +106,6 @@ cfg, data = start(profile, data_root, num_images=num_images, image_size=image_si
 
 # %%
 #| export pipelines.dali_pipeline: the DALI pipeline that decodes and augments on the GPU, and its DataModule
-from nailseg_common.setup import environment
 from nailseg_common.setup.environment import (
     DALIGenericIterator,
     LastBatchPolicy,
@@ -118,8 +117,6 @@ from nailseg_common.setup.environment import (
 )
 from nailseg_common.setup.profiles import Profile
 
-dali_available, dali_status = environment.dali_available, environment.dali_status  # re-exported
-
 
 def dali_device(profile: Profile) -> str:
     """DALI's device: ``"gpu"`` when ``profile`` trains on CUDA, else ``"cpu"`` (CPU-only)."""
@@ -127,6 +124,8 @@ def dali_device(profile: Profile) -> str:
 
 
 # %%
+from nailseg_common.setup.environment import dali_available
+
 HAVE_DALI = dali_available()
 device = dali_device(cfg)
 device_id = 0 if device == "gpu" else None

@@ -82,8 +82,7 @@ from nailseg_common.measure.plots import (
     plot_worker_scaling,
 )
 from nailseg_common.measure.profiling import synchronized_now
-from nailseg_common.pipelines.dali_pipeline import dali_status
-from nailseg_common.setup.environment import library_versions
+from nailseg_common.setup.environment import dali_status, library_versions
 from nailseg_common.setup.paths import REPO_ROOT
 
 # %% tags=["parameters"]

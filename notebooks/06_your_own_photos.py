@@ -141,29 +141,23 @@ from pathlib import Path
 import torch
 
 from nailseg_common.setup.profiles import Profile
-from nailseg_common.training import run_logs
-
-# the synthetic start's checkpoint, found by run_logs and re-exported here
-CHECKPOINT_RUNS, SHIPPED_MODEL = run_logs.CHECKPOINT_RUNS, run_logs.SHIPPED_MODEL
-find_checkpoint, resolve_checkpoint = run_logs.find_checkpoint, run_logs.resolve_checkpoint
-recorded_dice, checkpoint_hparams = run_logs.recorded_dice, run_logs.checkpoint_hparams
-
 
 # %% [markdown]
 # The starts must differ in their weights and nothing else, so every start uses the
 # checkpoint's encoder; if the profile or the `encoder` parameter says otherwise, the
 # checkpoint wins and the cell says so. Without a checkpoint the notebook goes on with the
 # other starts.
-
 # %%
-synthetic_checkpoint = resolve_checkpoint(checkpoint, cfg)
+from nailseg_common.training import run_logs
+
+synthetic_checkpoint = run_logs.resolve_checkpoint(checkpoint, cfg)
 if synthetic_checkpoint is None:
-    print(f"no checkpoint of {CHECKPOINT_RUNS} in profile {cfg.name!r} and no {SHIPPED_MODEL}: "
-          "going on without the synthetic start (run notebook 02 first, or pass checkpoint=...)")
+    print(f"no checkpoint of {run_logs.CHECKPOINT_RUNS} in profile {cfg.name!r} and no "
+          f"{run_logs.SHIPPED_MODEL}: going on without the synthetic start (run notebook 02 first, or pass checkpoint=...)")
 else:
-    cfg = dataclasses.replace(cfg, encoder=checkpoint_hparams(synthetic_checkpoint)["encoder"])
+    cfg = dataclasses.replace(cfg, encoder=run_logs.checkpoint_hparams(synthetic_checkpoint)["encoder"])
     print(f"synthetic checkpoint: {synthetic_checkpoint} (synthetic validation hard Dice "
-          f"{recorded_dice(synthetic_checkpoint):.3f}); every start's encoder: {cfg.encoder}")
+          f"{run_logs.recorded_dice(synthetic_checkpoint):.3f}); every start's encoder: {cfg.encoder}")
 
 # %% [markdown]
 # ## Three starts
@@ -497,7 +491,7 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
-from nailseg_common.training.trainer import read_metrics
+from nailseg_common.training.run_logs import read_metrics
 
 
 class CrossValidation(NamedTuple):

@@ -80,8 +80,7 @@ from nailseg_common.measure.benchmark import default_pipelines, load_results, tr
 from nailseg_common.measure.profiling import matmul_peak_tflops
 from nailseg_common.measure.targets import Verdict, ratio_spread
 from nailseg_common.measure.timing import measure_training, resident_batches
-from nailseg_common.pipelines.dali_pipeline import dali_status
-from nailseg_common.setup.environment import datasheet_tflops
+from nailseg_common.setup.environment import dali_status, datasheet_tflops
 from nailseg_common.setup.paths import REPO_ROOT
 
 # %% tags=["parameters"]
@@ -285,7 +284,8 @@ def training_datamodule(location: DataLocation, profile: Profile,
                         seed: int | None = None) -> pl.LightningDataModule:
     """Notebook 04's DALI data module when DALI runs here, else notebook 03's cache; ``seed``
     (of DALI's augmentations, or of the cache's order) if given, else the module's default."""
-    from nailseg_common.pipelines.dali_pipeline import DALINailDataModule, dali_available
+    from nailseg_common.pipelines.dali_pipeline import DALINailDataModule
+    from nailseg_common.setup.environment import dali_available
 
     seeded = {} if seed is None else {"seed": seed}
     if dali_available():

@@ -77,7 +77,7 @@ import torch
 
 from nailseg_common.data.preparation import read_split
 from nailseg_common.measure import plots
-from nailseg_common.pipelines.dali_pipeline import dali_status
+from nailseg_common.setup.environment import dali_status
 from nailseg_common.setup.paths import REPO_ROOT, runs_dir
 from nailseg_common.train import launch_training
 from nailseg_common.training.arguments import plan_options, script_options

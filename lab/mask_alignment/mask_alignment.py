@@ -64,7 +64,8 @@ def as_tensor(masks: list[np.ndarray]) -> torch.Tensor:
 
 def dali_masks(frame, side: int) -> torch.Tensor | None:
     """The validation masks as notebook 04's graph resizes them (None where DALI does not run)."""
-    from nailseg_common.pipelines.dali_pipeline import build_pipeline, dali_available
+    from nailseg_common.pipelines.dali_pipeline import build_pipeline
+    from nailseg_common.setup.environment import dali_available
 
     if not dali_available():
         return None

@@ -96,8 +96,9 @@ def default_pipelines(profile: Profile, location: DataLocation,
     """Albumentations at each worker count, notebook 03's steps to the uint8 cache + Kornia
     (the intermediate steps only on a GPU and with ``kornia_steps``), and DALI if available."""
     from nailseg_common.pipelines.albumentations_pipeline import NailDataModule
-    from nailseg_common.pipelines.dali_pipeline import DALINailDataModule, dali_available
+    from nailseg_common.pipelines.dali_pipeline import DALINailDataModule
     from nailseg_common.pipelines.kornia_pipeline import CachedNailDataModule, KorniaAugmentation
+    from nailseg_common.setup.environment import dali_available
 
     def loader_of(make_datamodule):
         return lambda: train_loader_of(make_datamodule())

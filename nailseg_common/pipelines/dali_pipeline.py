@@ -11,7 +11,6 @@ import pytorch_lightning as pl
 
 from nailseg_common.data.preparation import read_split
 from nailseg_common.pipelines.policy import POLICY, PolicyOp
-from nailseg_common.setup import environment
 from nailseg_common.setup.environment import (
     DALIGenericIterator,
     LastBatchPolicy,
@@ -23,8 +22,6 @@ from nailseg_common.setup.environment import (
 )
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import Profile
-
-dali_available, dali_status = environment.dali_available, environment.dali_status  # re-exported
 
 
 def dali_device(profile: Profile) -> str:

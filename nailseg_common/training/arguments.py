@@ -19,8 +19,12 @@ from pathlib import Path
 
 import torch
 
-from nailseg_common.pipelines.dali_pipeline import dali_available, dali_status
-from nailseg_common.setup.environment import device_description, library_versions
+from nailseg_common.setup.environment import (
+    dali_available,
+    dali_status,
+    device_description,
+    library_versions,
+)
 from nailseg_common.setup.files import write_json
 from nailseg_common.setup.profiles import Profile, select_profile
 

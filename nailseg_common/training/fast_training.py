@@ -88,7 +88,8 @@ def training_datamodule(location: DataLocation, profile: Profile,
                         seed: int | None = None) -> pl.LightningDataModule:
     """Notebook 04's DALI data module when DALI runs here, else notebook 03's cache; ``seed``
     (of DALI's augmentations, or of the cache's order) if given, else the module's default."""
-    from nailseg_common.pipelines.dali_pipeline import DALINailDataModule, dali_available
+    from nailseg_common.pipelines.dali_pipeline import DALINailDataModule
+    from nailseg_common.setup.environment import dali_available
 
     seeded = {} if seed is None else {"seed": seed}
     if dali_available():

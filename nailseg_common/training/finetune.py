@@ -27,16 +27,10 @@ from nailseg_common.pipelines.kornia_pipeline import (
 from nailseg_common.setup.environment import cache_only_when_offline, run_depthwise_as
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import Profile
-from nailseg_common.training import run_logs
 from nailseg_common.training.fast_training import FastNailSegmentation
-from nailseg_common.training.trainer import make_trainer, read_metrics
+from nailseg_common.training.run_logs import read_metrics
+from nailseg_common.training.trainer import make_trainer
 from nailseg_common.training.unet import LitNailSegmentation, per_image_dice, per_image_iou
-
-# the synthetic start's checkpoint, found by run_logs and re-exported here
-CHECKPOINT_RUNS, SHIPPED_MODEL = run_logs.CHECKPOINT_RUNS, run_logs.SHIPPED_MODEL
-find_checkpoint, resolve_checkpoint = run_logs.find_checkpoint, run_logs.resolve_checkpoint
-recorded_dice, checkpoint_hparams = run_logs.recorded_dice, run_logs.checkpoint_hparams
-
 
 STARTS = ("random", "synthetic", "imagenet")
 

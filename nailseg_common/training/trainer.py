@@ -14,8 +14,6 @@ from nailseg_common.measure.profiling import synchronized_now
 from nailseg_common.setup.profiles import Profile
 from nailseg_common.training import run_logs
 
-read_metrics = run_logs.read_metrics  # re-exported
-
 
 def make_trainer(profile: Profile, run_name: str, **overrides) -> pl.Trainer:
     """A ``pl.Trainer`` for ``profile``; ``overrides`` go to ``pl.Trainer`` (``callbacks``: added)."""
