@@ -11,7 +11,7 @@ from nailseg_common.pipelines.policy import POLICY
 from nailseg_common.setup import environment
 from nailseg_common.setup.profiles import select_profile
 
-needs_dali = pytest.mark.skipif(not dp.dali_available(), reason=dp.dali_status())
+needs_dali = pytest.mark.skipif(not environment.dali_available(), reason=environment.dali_status())
 
 SIZE = 32
 DEVICES = ["cpu"] + (["gpu"] if torch.cuda.is_available() else [])
@@ -20,15 +20,15 @@ DEVICES = ["cpu"] + (["gpu"] if torch.cuda.is_available() else [])
 @pytest.fixture(params=DEVICES)
 def device(request):
     """Every test runs CPU-only; on a machine with CUDA also on the GPU."""
-    if not dp.dali_available():
-        pytest.skip(dp.dali_status())
+    if not environment.dali_available():
+        pytest.skip(environment.dali_status())
     return request.param
 
 
 def test_without_dali_the_module_explains_and_refuses(monkeypatch, tmp_path):
     monkeypatch.setattr(environment, "IMPORT_ERROR", ImportError("No module named 'nvidia.dali'"))
-    assert not dp.dali_available()
-    assert "Linux" in dp.dali_status()
+    assert not environment.dali_available()
+    assert "Linux" in environment.dali_status()
     with pytest.raises(RuntimeError, match="Linux"):
         dp.build_pipeline(["a.npy"], ["b.npy"], image_size=SIZE, batch_size=1, augment=False)
 

@@ -14,11 +14,11 @@ from torch.utils.data import DataLoader
 from nailseg_common.setup.profiles import PROFILES
 from nailseg_common.training import run_logs, unet
 from nailseg_common.training import trainer as trainer_module
+from nailseg_common.training.run_logs import read_metrics
 from nailseg_common.training.trainer import (
     TrainingSpeed,
     bound_images_per_second,
     make_trainer,
-    read_metrics,
 )
 from nailseg_common.training.unet import (
     LitNailSegmentation,

@@ -78,7 +78,7 @@ def test_shards_follow_dalis_formula():
     assert shard_sizes(240, 1) == [240]
 
 
-@pytest.mark.skipif(not dp.dali_available(), reason=dp.dali_status())
+@pytest.mark.skipif(not environment.dali_available(), reason=environment.dali_status())
 @pytest.mark.parametrize(("samples", "world_size", "batch_size"), [
     (40, 2, 4), (40, 2, 6), (41, 2, 7), (43, 3, 4), (41, 2, 4), (43, 2, 7),
 ])
