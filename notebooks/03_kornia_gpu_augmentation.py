@@ -50,6 +50,7 @@
 # on an H100.
 
 # %%
+import nailseg_common  # noqa: F401, I001  (first: it silences notices the libraries below print)
 import inspect
 import math
 
@@ -534,8 +535,7 @@ kornia_speed = TrainingSpeed()
 trainer = make_trainer(cfg, "03_kornia", callbacks=[kornia_speed], enable_checkpointing=False)  # nothing loads it
 trainer.fit(model, CachedNailDataModule(data, cfg))
 kornia_metrics, kornia_dice = run_logs.read_metrics(trainer), model.val_dice_per_image
-print(f"{trainer.global_step} steps, {len(kornia_metrics)} epochs: "
-      f"{kornia_speed.images_per_second():.1f} training images/s")
+print(f"{trainer.global_step} steps, {len(kornia_metrics)} epochs: {kornia_speed.images_per_second():.1f} img/s")
 print(outline_verdict(kornia_dice, load_cache(data, cfg.image_size, "valid")[1]))
 
 # %% [markdown]

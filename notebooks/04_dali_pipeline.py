@@ -55,6 +55,7 @@
 # > so once, shows the code, skips the cells that run it and still runs to the end.
 
 # %%
+import nailseg_common  # noqa: F401, I001  (first: it silences notices the libraries below print)
 import matplotlib.pyplot as plt
 import pandas as pd
 import pytorch_lightning as pl

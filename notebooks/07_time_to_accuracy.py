@@ -65,6 +65,7 @@
 
 
 # %%
+import nailseg_common  # noqa: F401, I001  (first: it silences notices the libraries below print)
 import functools
 import json
 import math
