@@ -23,7 +23,7 @@ NOT_REACHED = r"IoU [\d.]+ not reached"  # 07's run ended below its level: no ti
 LEVEL = r"hard Dice [\d.]+ against [\d.]+ \(masks drawn 2 px too large\)"
 # (key, notebook, pattern with one group): the first match in the notebook's printed outputs
 READINGS = [
-    ("hard_dice/02 (best checkpoint)", "02", r"validation Dice ([\d.]+), IoU"),
+    ("hard_dice/02 (best checkpoint)", "02", r"hard Dice ([\d.]+) against"),
     ("hard_dice/03 (last validation)", "03", r"hard Dice ([\d.]+) against"),
     ("hard_dice/04 (last validation)", "04", r"hard Dice ([\d.]+) against"),
     ("accuracy_target/02 (masks 2 px too large)", "02", r"hard Dice [\d.]+ against ([\d.]+)"),
@@ -34,7 +34,7 @@ READINGS = [
     ("accuracy_verdict/04", "04", LEVEL + r": (met|missed|within noise)"),
     ("training_over_bound/02", "02", r"ratio ([\d.]+) ± "),
     ("training_over_bound/03", "03", r"the training run: ([\d.]+) ± [\d.inf]+ of the bound"),
-    ("training_over_bound/04", "04", r"bound [\d.]+: ([\d.]+) ± [\d.inf]+ of the bound"),
+    ("training_over_bound/04", "04", r"ratio ([\d.]+) ± "),
     ("iou_level", "07", r"the level: IoU ([\d.]+), the highest"),
     ("time_to_level_s", "07", r"IoU [\d.]+ after ([\d.]+) s", NOT_REACHED),
     ("steps_to_level", "07", r"IoU [\d.]+ after [\d.]+ s \((\d+) steps\)", NOT_REACHED),
