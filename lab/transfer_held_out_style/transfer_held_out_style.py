@@ -23,8 +23,7 @@ import json
 import time
 from pathlib import Path
 
-import pandas as pd
-
+from lab.reports import gain_of, summary
 from nailseg_common.data.synthetic import ensure_synthetic_dataset
 from nailseg_common.setup.course import start
 from nailseg_common.setup.environment import device_description, library_versions
@@ -34,7 +33,6 @@ from nailseg_common.setup.profiles import select_profile
 from nailseg_common.training.finetune import (
     cross_validate,
     k_folds,
-    paired_gain,
     photos_on_device,
     predict_logits,
     score_photos,
@@ -44,17 +42,6 @@ from nailseg_common.training.run_logs import checkpoint_hparams
 
 HERE = Path(__file__).parent  # where this question's results are kept
 
-def summary(dice: pd.Series) -> dict:
-    """Mean hard Dice, its standard error and the number of photos."""
-    return {"dice": round(float(dice.mean()), 4), "se": round(float(dice.sem()), 4),
-            "photos": len(dice)}
-
-
-def gain_of(better: pd.Series, worse: pd.Series) -> dict:
-    """``better - worse`` on the same photos (the package's ``paired_gain``), rounded."""
-    gain = paired_gain(better, worse)
-    return {"dice": round(float(gain["gain"]), 4), "se": round(float(gain["gain_se"]), 4),
-            "better": gain["wins"], "worse": gain["loses"]}
 
 
 HELD_OUT_STYLE = "salon"
