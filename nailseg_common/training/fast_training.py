@@ -17,7 +17,7 @@ from nailseg_common.data.preparation import fit_batch_to_split
 from nailseg_common.measure.benchmark import Pipeline
 from nailseg_common.measure.profiling import KernelProfile
 from nailseg_common.measure.targets import ratio_spread
-from nailseg_common.measure.timing import measure_training, without_validation_hint
+from nailseg_common.measure.timing import measure_loader, measure_training, without_validation_hint
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import Profile
 from nailseg_common.training.trainer import make_trainer
@@ -190,14 +190,17 @@ def pipeline_rates(pipelines: list[Pipeline], profile: Profile, model: FastNailS
                    bound_img_s: float, windows: int, bound_windows: list[float] | None = None) -> pd.DataFrame:
     """Training images/s of ``model`` (compiled once) fed by each of ``pipelines``, in
     ``windows`` windows of ``profile.bench_steps`` steps, its ratio to ``bound_img_s`` and,
-    given the bound's window rates, the ratio's spread (``±``)."""
+    given the bound's window rates, the ratio's spread (``±``); ``alone img/s``: the same
+    loader (and augmentation) alone, nothing trained."""
     rows = {}
     for pipeline in pipelines:
         augmentation = pipeline.make_augmentation() if pipeline.make_augmentation else None
-        result = measure_training(pipeline.make_loader(), profile, profile.bench_steps // 3,
-                                  profile.bench_steps, windows, augmentation, make_model=reuse(model))
+        loader, steps = pipeline.make_loader(), profile.bench_steps
+        alone = measure_loader(loader, profile.device, steps // 3, steps, windows, augmentation)
+        result = measure_training(loader, profile, steps // 3, steps, windows, augmentation, make_model=reuse(model))
         rows[pipeline.name] = {"train img/s": result["img_s"], "min": result["img_s_min"],
-                               "max": result["img_s_max"], "ratio to bound": result["img_s"] / bound_img_s}
+                               "max": result["img_s_max"], "ratio to bound": result["img_s"] / bound_img_s,
+                               "alone img/s": alone["img_s"]}
         if bound_windows:
             rows[pipeline.name]["±"] = ratio_spread(result["repeats"], bound_windows)
     return pd.DataFrame(rows).T
