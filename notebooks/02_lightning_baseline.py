@@ -88,7 +88,6 @@ from nailseg_common.data.images import read_binary_mask, read_rgb
 from nailseg_common.data.preparation import read_split
 from nailseg_common.measure import plots
 from nailseg_common.measure.benchmark import committed_ratios, load_results
-from nailseg_common.measure.targets import outline_verdict
 from nailseg_common.pipelines.gallery import albumentations_panels, policy_table
 
 train_frame = read_split(data, "train")  # the training images, for the examples below
@@ -764,14 +763,14 @@ levels.mean().to_frame(f"{len(levels)} validation masks at {cfg.image_size} px")
 # masks are closer to the labels than masks drawn two pixels too large.**
 #
 # `validate` above ran the best checkpoint over the validation set, and the model kept each
-# image's hard Dice of that epoch (`val_dice_per_image`). `outline_verdict` (reporting
-# plumbing in `nailseg_common.measure.targets`) compares their mean with the `2 px larger`
-# level of `outline_levels` on the same images, and the spread comes from both sets of
-# per-image scores (`difference_spread`: twice the standard error of the difference).
+# image's hard Dice of that epoch (`val_dice_per_image`). `run_logs.outline_verdict`
+# (reporting plumbing) compares their mean with the `2 px larger` level of `outline_levels`
+# on the same images, and the spread comes from both sets of per-image scores
+# (`difference_spread`: twice the standard error of the difference).
 # Notebooks 03 and 04 judge their own runs the same way.
 
 # %%
-print(outline_verdict(model.val_dice_per_image, valid_labels))
+print(run_logs.outline_verdict(model.val_dice_per_image, valid_labels))
 
 # %% [markdown]
 # ## Predictions over the ground truth

@@ -4,8 +4,7 @@ A target is a number the run derives from what it measures or reads (a level the
 themselves reach, a baseline from the same run, a prediction from two measured times),
 never a typed constant. A difference smaller than its spread (twice the standard error of
 the difference, or the measured range of repeated windows) is "within noise"; only a
-larger one is "met" or "missed". :func:`outline_verdict` is the course's accuracy target:
-a model's masks against its labels drawn two pixels too large (notebook 02).
+larger one is "met" or "missed".
 """
 
 from __future__ import annotations
@@ -83,13 +82,3 @@ def finetune_gain_in_words(outcome: str, standin: bool) -> list[str]:
             f"   ({where}). On photos unlike the synthetic set fine-tuning is where the gain",
             "   comes from; to get more, try more finetune_steps, a lower finetune_lr, more photos."]
 
-
-def outline_verdict(val_dice_per_image, labels) -> Verdict:
-    """The course's accuracy target (notebook 02): a model's per-image hard Dice against its
-    ``labels`` drawn 2 px too large (``training.unet.outline_levels``). ``labels`` come in
-    loader order, of which the first ``len(val_dice_per_image)`` (a capped validation) count."""
-    from nailseg_common.training.unet import outline_levels  # torch and the model, only here
-
-    level = outline_levels(labels[: len(val_dice_per_image)])["2 px larger"]
-    return Verdict("hard Dice", val_dice_per_image.mean().item(), level.mean(),
-                   difference_spread(val_dice_per_image, level), "masks drawn 2 px too large")

@@ -9,7 +9,8 @@ validation), :func:`steady_epoch_seconds` gives its typical epoch time, :func:`r
 its last scores and :func:`latest_run_metrics` finds the newest finished run of a name, so
 notebooks 03 and 04 can compare against notebook 02's logged run. :class:`EpochRates`
 reports the rates of ``TrainingSpeed``; :func:`runs_with_baseline`, :func:`runs_table` and
-:func:`baseline_verdict` are the comparison plumbing of notebooks 03 and 04.
+:func:`baseline_verdict` are the comparison plumbing of notebooks 03 and 04, and
+:func:`outline_verdict` judges a run against the course's accuracy target (notebook 02).
 
 The best checkpoint a run keeps is notebook 06's synthetic start: :func:`find_checkpoint`
 finds the newest of notebooks 02 and 04 in a profile, :func:`recorded_dice` reads the score
@@ -32,9 +33,11 @@ import torch
 from pytorch_lightning.callbacks import Callback, ModelCheckpoint
 from pytorch_lightning.loggers import CSVLogger
 
+from nailseg_common.measure.targets import Verdict, difference_spread, mean_spread
 from nailseg_common.setup.paths import runs_dir
 from nailseg_common.setup.profiles import Profile
 from nailseg_common.setup.progress import ProgressLines, quiet_lightning
+from nailseg_common.training.unet import outline_levels
 
 
 class EpochClock(Callback):
@@ -172,12 +175,10 @@ def runs_with_baseline(profile: Profile, runs: dict[str, pd.DataFrame]) -> dict[
     return {**runs, BASELINE_LABEL: baseline[0]}
 
 
-def baseline_verdict(dice_per_image, table: pd.DataFrame):
+def baseline_verdict(dice_per_image, table: pd.DataFrame) -> Verdict:
     """A run's mean per-image hard Dice against notebook 02's logged final ``val_dice`` (the
     :data:`BASELINE_LABEL` row of :func:`runs_table`). The log keeps only a mean, so the
     spread assumes its images vary as much as this run's: ``√2 · mean_spread``."""
-    from nailseg_common.measure.targets import Verdict, mean_spread
-
     return Verdict("hard Dice", dice_per_image.mean().item(), table.loc[BASELINE_LABEL, "val_dice"],
                    math.sqrt(2) * mean_spread(dice_per_image), "notebook 02's run")
 
@@ -185,6 +186,17 @@ def baseline_verdict(dice_per_image, table: pd.DataFrame):
 def runs_table(runs: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row of :func:`run_summary` per run."""
     return pd.DataFrame.from_dict({name: run_summary(m) for name, m in runs.items()}, orient="index")
+
+
+def outline_verdict(val_dice_per_image, labels) -> Verdict:
+    """The course's accuracy target (notebook 02): a model's per-image hard Dice against its
+    ``labels`` drawn 2 px too large (``training.unet.outline_levels``). ``labels`` come in
+    loader order, of which the first ``len(val_dice_per_image)`` (a capped validation) count."""
+    level = outline_levels(labels[: len(val_dice_per_image)])["2 px larger"]
+    return Verdict("hard Dice", val_dice_per_image.mean().item(), level.mean(),
+                   difference_spread(val_dice_per_image, level), "masks drawn 2 px too large")
+
+
 CHECKPOINT_RUNS = ("02_lightning_baseline", "04_dali")
 """The runs whose best checkpoint is the course's synthetic-pretrained model."""
 SHIPPED_MODEL = Path(__file__).parents[1] / "pretrained" / "unet-mobilenet_v2.pt"
