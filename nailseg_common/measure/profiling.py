@@ -1,13 +1,6 @@
-"""Where the time goes: the course's one clock, the machine's utilisation while it runs, and
-profiles of training steps with their kernels named.
-
-The course's one clock: time that counts the work queued on a GPU.
-
-What the machine was doing while a clock ran: GPU utilisation sampled through NVML in a
-thread, and the busy share of all CPU cores from ``psutil`` (used by :mod:`nailseg_common.measure.timing`).
-
-Recording a profile of training steps and naming its kernels by what they do, and the
-bf16 rate of a large matrix product as the GPU's measured peak (notebook 07).
+"""Where the time goes: the course's one clock (:func:`synchronized_now`, which counts the work
+queued on a GPU), the GPU and CPU utilisation while it runs, profiles of training steps with
+their kernels named, and the GPU's measured bf16 peak (notebook 07).
 """
 
 from __future__ import annotations

@@ -1,36 +1,7 @@
-"""What this machine is and can do: the environment report, the Hugging Face Hub, downloads,
-depthwise convolutions, NVIDIA DALI, and the starts notebook 06 can fine-tune.
-
-The environment report every notebook prints in its set-up cell.
-
-Whether the Hugging Face Hub can be reached, so that an offline machine does not wait.
-
-Offline, the Hub client retries each file with growing pauses, half a minute or more before
-it gives up. :func:`cache_only_when_offline` asks first (one connection, a few seconds at
-most) and, when the Hub cannot be reached, lets the client look in its local cache only.
-
-A clear error when pretrained weights cannot be downloaded (the machine is offline).
-
-Depthwise convolutions in float32, which a fresh process runs at once on a GPU.
-
-cuDNN 9.10 and later compile kernels at run time the first time a process runs a
-channels-last depthwise (grouped) convolution of a new shape in half precision
-(NVIDIA/cudnn-frontend#1066). On an H100 (cuDNN 9.19) that made the first training step of a
-mobilenet_v2 U-Net take 7.3-10.4 s, against 4.4-5.9 s with its depthwise layers in float32,
-for 1.2 ms more per step (``results/depthwise_first_step_h100.json``). :func:`run_depthwise_as` changes
-how those layers run, not their weights: checkpoints stay as they are.
-
-Whether NVIDIA DALI can run here: its imports where it can, one clear message where it cannot.
-
-DALI ships Linux wheels only (x86_64, aarch64). Where ``nvidia.dali`` does not import
-(macOS, Windows, a Linux environment without the wheel) this module still imports:
-:func:`dali_available` is False, :func:`dali_status` says why and what to do,
-:func:`require_dali` raises that message, and a graph decorated with :func:`pipeline_def`
-raises it when it is called. Notebook 04 and ``nailseg_common.pipelines.dali_pipeline`` take
-``fn``, ``types``, ``LastBatchPolicy`` and ``DALIGenericIterator`` from here.
-
-Which of notebook 06's starts this machine can fine-tune, why not the others, and which
-to use, in words.
+"""What this machine is and can do: the environment report every notebook prints, whether
+the Hugging Face Hub answers (so an offline machine does not wait), depthwise convolutions
+in float32, whether NVIDIA DALI runs here (this module imports without it, and says why
+not), and which of notebook 06's starts this machine can fine-tune.
 """
 
 from __future__ import annotations
@@ -119,8 +90,8 @@ def hub_reachable(timeout: float = 3.0) -> bool:
 @contextlib.contextmanager
 def cache_only_when_offline() -> Iterator[bool]:
     """Inside, downloads from the Hub use the local cache only when the Hub cannot be reached
-    (``huggingface_hub``'s ``HF_HUB_OFFLINE`` switch, put back on the way out). Yields
-    whether the Hub was reachable."""
+    (``huggingface_hub``'s ``HF_HUB_OFFLINE`` switch, put back on the way out): offline, the
+    client would retry each file for half a minute or more. Yields whether it was reachable."""
     if hub_reachable():
         yield True
         return
@@ -149,7 +120,10 @@ def offline_hint(encoder: str, encoder_weights: str | None) -> Iterator[None]:
 
 class Float32Depthwise(nn.Conv2d):
     """A depthwise convolution computed in float32 outside autocast, in the input's layout,
-    returned in the input's dtype."""
+    returned in the input's dtype. cuDNN 9.10 and later compile a half-precision channels-last
+    depthwise kernel at run time for each new shape (NVIDIA/cudnn-frontend#1066): on an H100
+    a mobilenet_v2 U-Net's first step took 7.3-10.4 s, against 4.4-5.9 s in float32, for
+    1.2 ms more per step (``results/depthwise_first_step_h100.json``)."""
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
         with torch.autocast(image.device.type, enabled=False):
@@ -158,7 +132,8 @@ class Float32Depthwise(nn.Conv2d):
 
 def run_depthwise_as(model: nn.Module, layer_class: type[nn.Conv2d] = Float32Depthwise) -> int:
     """Make every depthwise ``nn.Conv2d`` of ``model`` (one filter per input channel) an
-    instance of ``layer_class``, a subclass that keeps its weights; returns how many changed."""
+    instance of ``layer_class``, a subclass that keeps its weights (checkpoints stay as they
+    are); returns how many changed."""
     changed = 0
     for layer in model.modules():
         if type(layer) is nn.Conv2d and layer.groups > 1 and layer.groups == layer.in_channels:

@@ -1,30 +1,8 @@
-"""Files the course writes and trusts: written whole, recorded cheaply, built once.
-
-Files and folders that appear complete or not at all.
-
-A results file, or a generated or prepared folder, is written under a temporary sibling
-name and renamed into place at the end, so an interrupted run never leaves a half-written
-file or folder that a later run could take as complete. A lock file serialises processes
-that build the same folder at the same time (several notebooks or test sessions sharing
-``data/``); whoever holds it first deletes the temporary folders that killed runs left
-behind.
-
-Cheap records of written files, to notice later that one was deleted, cut or replaced.
-
-A record is a file's size and a digest of its first and last :data:`SAMPLE` bytes: the
-cost per file is constant whatever its size, and the record changes when a file is
-deleted, truncated, extended or replaced by another array (an ``.npy`` header, with its
-shape and dtype, is in the first bytes). A change in the middle of a file that keeps
-its size goes unnoticed: that is the price of being cheap enough to check on every run.
-
-A folder built once and rebuilt only when its sources change or a file is damaged.
-
-Notebook 03's uint8 cache uses it: ``build_once(target, manifest, write, files)`` returns
-``target`` when its ``manifest.json`` says it was made from the same ``manifest`` and every
-file in ``files`` still has the size and digest it was written with; otherwise it calls
-``write(folder)`` on an empty temporary folder under a lock (several notebooks or test
-sessions may share ``data/``), records the files' sizes and digests, and renames the folder
-into place, so an interrupted build never leaves a half-written cache behind.
+"""Files the course writes and trusts. A results file or a generated folder is written under
+a temporary name and renamed into place, under a lock when processes share ``data/``, so a
+run never finds half of one; a cheap record (size and a digest of the ends) notices a file
+deleted, cut or replaced; and :func:`build_once` rebuilds a folder (notebook 03's uint8
+cache) only when its sources change or a file is damaged.
 """
 
 from __future__ import annotations
@@ -121,7 +99,9 @@ SAMPLE = 4096
 
 
 def file_record(path: str | os.PathLike) -> dict:
-    """``{"size": bytes, "digest": hex}`` of the file at ``path``."""
+    """``{"size": bytes, "digest": hex}`` of the file at ``path``: its size and a digest of
+    its first and last :data:`SAMPLE` bytes, a constant cost per file. A change in the middle
+    that keeps the size goes unnoticed."""
     with open(path, "rb") as handle:
         size = os.fstat(handle.fileno()).st_size
         digest = hashlib.blake2b(handle.read(SAMPLE), digest_size=16)
