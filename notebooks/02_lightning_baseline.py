@@ -275,7 +275,8 @@ class NailDataset(Dataset):
 def seed_worker_transform(worker_id: int) -> None:
     """Each DataLoader worker its own Albumentations random stream (seeded by PyTorch)."""
     info = get_worker_info()
-    if hasattr(transform := getattr(info.dataset, "transform", None), "set_random_seed"):
+    transform = getattr(info.dataset, "transform", None)
+    if hasattr(transform, "set_random_seed"):
         transform.set_random_seed(info.seed % 2**32)
 
 
@@ -330,7 +331,8 @@ class NailDataModule(pl.LightningDataModule):
 
 
 # %%
-(datamodule := NailDataModule(data, cfg)).setup("fit")
+datamodule = NailDataModule(data, cfg)
+datamodule.setup("fit")
 first_batches = [b for _, b in zip(range(4), datamodule.train_dataloader())]  # for the bound
 print(f"{len(datamodule.train_set)} training, {len(datamodule.valid_set)} validation images; a batch:",
       {k: f"{tuple(v.shape)} {v.dtype} {v.min()}..{v.max()}" for k, v in first_batches[0].items()})
@@ -460,7 +462,8 @@ def per_image_dice(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 
 def per_image_iou(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """IoU of each image at threshold 0.5, from its Dice: ``D / (2 − D)``; shape ``B``."""
-    return (dice := per_image_dice(logits, targets)) / (2.0 - dice)
+    dice = per_image_dice(logits, targets)
+    return dice / (2.0 - dice)
 
 
 SCORES = {"val_dice": per_image_dice, "val_iou": per_image_iou, "val_soft_dice": per_image_soft_dice}
@@ -672,8 +675,9 @@ from torch.utils.data import DataLoader
 def bound_images_per_second(profile: Profile, make_model, batches: list[dict], steps: int) -> float:
     """Training images/s of ``make_model()`` on ``batches`` already on the device."""
     per_epoch = max(1, steps // 5)
+    speed = TrainingSpeed()
     trainer = make_trainer(dataclasses.replace(profile, max_steps=steps), "bound",
-                           callbacks=[speed := TrainingSpeed()], enable_checkpointing=False,
+                           callbacks=[speed], enable_checkpointing=False,
                            enable_progress_bar=False, limit_train_batches=per_epoch, limit_val_batches=0)
     loader = DataLoader([batches[i % len(batches)] for i in range(per_epoch)], batch_size=None)
     trainer.fit(make_model(), loader, loader)  # limit_val_batches=0: no validation runs
@@ -688,7 +692,8 @@ def bound_images_per_second(profile: Profile, make_model, batches: list[dict], s
 # times it.
 
 # %%
-trainer = make_trainer(cfg, "02_lightning_baseline", callbacks=[speed := TrainingSpeed()])
+speed = TrainingSpeed()
+trainer = make_trainer(cfg, "02_lightning_baseline", callbacks=[speed])
 trainer.fit(model, datamodule=datamodule)
 
 # %% [markdown]

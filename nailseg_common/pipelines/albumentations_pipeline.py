@@ -76,7 +76,8 @@ class NailDataset(Dataset):
 def seed_worker_transform(worker_id: int) -> None:
     """Each DataLoader worker its own Albumentations random stream (seeded by PyTorch)."""
     info = get_worker_info()
-    if hasattr(transform := getattr(info.dataset, "transform", None), "set_random_seed"):
+    transform = getattr(info.dataset, "transform", None)
+    if hasattr(transform, "set_random_seed"):
         transform.set_random_seed(info.seed % 2**32)
 
 

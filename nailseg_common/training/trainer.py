@@ -53,8 +53,9 @@ class TrainingSpeed(run_logs.EpochRates, Callback):
 def bound_images_per_second(profile: Profile, make_model, batches: list[dict], steps: int) -> float:
     """Training images/s of ``make_model()`` on ``batches`` already on the device."""
     per_epoch = max(1, steps // 5)
+    speed = TrainingSpeed()
     trainer = make_trainer(dataclasses.replace(profile, max_steps=steps), "bound",
-                           callbacks=[speed := TrainingSpeed()], enable_checkpointing=False,
+                           callbacks=[speed], enable_checkpointing=False,
                            enable_progress_bar=False, limit_train_batches=per_epoch, limit_val_batches=0)
     loader = DataLoader([batches[i % len(batches)] for i in range(per_epoch)], batch_size=None)
     trainer.fit(make_model(), loader, loader)  # limit_val_batches=0: no validation runs

@@ -76,7 +76,8 @@ def per_image_dice(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 
 def per_image_iou(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """IoU of each image at threshold 0.5, from its Dice: ``D / (2 − D)``; shape ``B``."""
-    return (dice := per_image_dice(logits, targets)) / (2.0 - dice)
+    dice = per_image_dice(logits, targets)
+    return dice / (2.0 - dice)
 
 
 SCORES = {"val_dice": per_image_dice, "val_iou": per_image_iou, "val_soft_dice": per_image_soft_dice}
