@@ -584,9 +584,9 @@ print(f"{cfg.encoder} U-Net: {sum(p.numel() for p in model.parameters()) / 1e6:.
 # (`bf16-mixed` on the GPU), the step budget, how many batches an epoch may take, and
 # cuDNN's kernel search for the fixed input size, and how often to validate
 # (`val_every_n_epochs`: every epoch on a CPU, every third in the `gpu` profile, whose
-# validations and checkpoints would otherwise take a third of the run). On a GPU it also
-# turns on TF32 for the float32 matrix products, a process-wide setting that stays on for
-# the rest of the notebook. What every course run logs is plumbing,
+# validations and checkpoints would otherwise take a third of the run). TF32 for the float32
+# matrix products on a GPU is no Trainer option but a process-wide torch setting: `start`
+# set it at the top, from the profile. What every course run logs is plumbing,
 # `nailseg_common.training.run_logs.course_logging`: a checkpoint (full state: weights,
 # optimizer and schedule) at each new best validation Dice, an `EpochClock` that logs each
 # epoch's wall time (`epoch_s`), about ten progress lines per training and a CSV log under
@@ -598,7 +598,6 @@ print(f"{cfg.encoder} U-Net: {sum(p.numel() for p in model.parameters()) / 1e6:.
 import dataclasses
 
 import pytorch_lightning as pl
-import torch
 
 from nailseg_common.setup.profiles import Profile
 from nailseg_common.training import run_logs
@@ -606,7 +605,6 @@ from nailseg_common.training import run_logs
 
 def make_trainer(profile: Profile, run_name: str, **overrides) -> pl.Trainer:
     """A ``pl.Trainer`` for ``profile``; ``overrides`` go to ``pl.Trainer`` (``callbacks``: added)."""
-    torch.set_float32_matmul_precision("high" if profile.accelerator == "gpu" else "highest")  # TF32 on a GPU
     return pl.Trainer(**{
         **run_logs.course_logging(profile, run_name, overrides),  # callbacks, CSV log, quiet output
         "accelerator": profile.accelerator, "devices": 1, "precision": profile.precision,

@@ -329,7 +329,7 @@ rates[f"+ batch {fast.batch_size}"] = (fast, step_rate(fast, resident[fast.batch
 # are the compilation time, shown apart. Why through the `Trainer`, and not a hand-written
 # forward and backward? The compiled code is guarded: it is reused only while what it was
 # compiled for still holds (shapes, strides, dtypes, grad and autocast modes, and global
-# state such as the float32 matmul precision that `make_trainer` sets). A warm-up that
+# state such as the float32 matmul precision that `start` sets). A warm-up that
 # differs from the run in any of them compiles a graph the run never uses, and the run
 # compiles again on the clock. `AccuracyClock` starts when `fit` starts, records the time,
 # step and hard IoU of every validation, and stops the run at the first validation with

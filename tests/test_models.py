@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from nailseg_common.setup.profiles import PROFILES
+from nailseg_common.setup.profiles import PROFILES, set_matmul_precision
 from nailseg_common.training import run_logs, unet
 from nailseg_common.training import trainer as trainer_module
 from nailseg_common.training.run_logs import read_metrics
@@ -189,6 +189,19 @@ def test_the_trainer_validates_every_val_every_n_epochs_of_the_profile():
                            enable_progress_bar=False)
     assert trainer.check_val_every_n_epoch == 3
     assert make_trainer(PROFILE, "cadence", check_val_every_n_epoch=1).check_val_every_n_epoch == 1
+
+
+def test_the_matmul_precision_follows_the_profile_and_the_trainer_leaves_it_alone():
+    before = torch.get_float32_matmul_precision()
+    try:
+        set_matmul_precision(dataclasses.replace(PROFILE, accelerator="gpu"))
+        assert torch.get_float32_matmul_precision() == "high"  # TF32 on a GPU
+        make_trainer(PROFILE, "precision", enable_progress_bar=False)
+        assert torch.get_float32_matmul_precision() == "high"
+        set_matmul_precision(PROFILE)
+        assert torch.get_float32_matmul_precision() == "highest"
+    finally:
+        torch.set_float32_matmul_precision(before)
 
 
 def test_run_summary_counts_training_epochs_and_takes_the_last_validation():

@@ -34,7 +34,7 @@ from nailseg_common.measure.timing import measure_training, resident_batches
 from nailseg_common.setup.environment import device_description, library_versions
 from nailseg_common.setup.files import write_json
 from nailseg_common.setup.paths import DataLocation
-from nailseg_common.setup.profiles import Profile, select_profile
+from nailseg_common.setup.profiles import Profile, select_profile, set_matmul_precision
 from nailseg_common.training.fast_training import (
     FastNailSegmentation,
     faster_recipe,
@@ -140,6 +140,7 @@ def main(argv: list[str] | None = None) -> dict | None:
     parser.add_argument("--windows", type=int, default=3, help="timing windows of the fastest step")
     args = parser.parse_args(argv)
     cfg, data, fast = recipe_of(args.profile)
+    set_matmul_precision(cfg)
     model = None
     for seed in [int(seed) for seed in args.seeds.split(",") if seed]:
         run, model = run_seed(cfg, fast, data, seed, args.target_iou)

@@ -41,6 +41,7 @@ from nailseg_common.pipelines.kornia_pipeline import (
 from nailseg_common.pipelines.policy import POLICY
 from nailseg_common.setup.environment import device_description, library_versions
 from nailseg_common.setup.files import write_json
+from nailseg_common.setup.profiles import set_matmul_precision
 from nailseg_common.training.fast_training import reuse
 from tools.time_to_accuracy_seeds import recipe_of, warmed_up_model
 
@@ -76,6 +77,7 @@ def main(argv: list[str] | None = None) -> dict:
                         help="the JSON report (default: in this folder)")
     args = parser.parse_args(argv)
     cfg, data, fast = recipe_of(args.profile)
+    set_matmul_precision(cfg)
     model, compile_s = warmed_up_model(cfg, fast, data, seed=0)
     on_device = [t.to(fast.device) for t in load_cache(data, fast.image_size, "train")]
     bound_batches = resident_batches(GpuBatches(*on_device, fast.batch_size, True), fast.device)  # no second read

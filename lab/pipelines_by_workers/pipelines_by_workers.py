@@ -29,6 +29,7 @@ from nailseg_common.measure.benchmark import default_pipelines
 from nailseg_common.measure.timing import measure_loader
 from nailseg_common.setup.environment import device_description, library_versions
 from nailseg_common.setup.files import write_json
+from nailseg_common.setup.profiles import set_matmul_precision
 from nailseg_common.training.fast_training import pipeline_rates
 from tools.time_to_accuracy_seeds import fastest_step, recipe_of, warmed_up_model
 
@@ -61,6 +62,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--ratio", type=float, default=0.9, help="the ratio to the bound to reach")
     args = parser.parse_args(argv)
     cfg, data, fast = recipe_of(args.profile)
+    set_matmul_precision(cfg)
     model, compile_s = warmed_up_model(cfg, fast, data, seed=0)
     bound = fastest_step(fast, data, model, args.windows)
     workers = sorted({min(int(count), os.cpu_count() or 1) for count in args.workers.split(",")})

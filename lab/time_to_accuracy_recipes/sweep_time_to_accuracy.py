@@ -38,7 +38,7 @@ from pytorch_lightning.callbacks import Callback
 from nailseg_common.data.preparation import ensure_prepared
 from nailseg_common.pipelines.kornia_pipeline import KorniaAugmentation, ensure_cache, load_cache
 from nailseg_common.pipelines.policy import POLICY
-from nailseg_common.setup.profiles import select_profile
+from nailseg_common.setup.profiles import select_profile, set_matmul_precision
 from nailseg_common.training.fast_training import AccuracyClock, FastNailSegmentation, warm_up
 from nailseg_common.training.trainer import make_trainer
 from nailseg_common.training.unet import soft_dice_loss, to_unit_float
@@ -348,6 +348,7 @@ def main(argv: list[str] | None = None) -> None:
     if not args.prepare_only and not args.out:
         parser.error("--out is required (except with --prepare-only)")
     cfg = select_profile(args.profile)
+    set_matmul_precision(cfg)
     data = ensure_prepared(cfg, None, progress=False)
     if args.prepare_only:
         ensure_cache(data, cfg.image_size)

@@ -404,7 +404,7 @@ def describe_targets(results: dict) -> str:
 def main(argv: list[str] | None = None) -> Path:
     """Command line: prepare the data, run every pipeline and the bound, write the JSON."""
     from nailseg_common.data.preparation import ensure_prepared
-    from nailseg_common.setup.profiles import select_profile
+    from nailseg_common.setup.profiles import select_profile, set_matmul_precision
 
     parser = argparse.ArgumentParser(prog="python -m nailseg_common.measure.benchmark", description=__doc__.split("\n")[0])
     parser.add_argument("--profile", default="", help="smoke, cpu or gpu (default: $NAILSEG_PROFILE or the hardware)")
@@ -416,6 +416,7 @@ def main(argv: list[str] | None = None) -> Path:
     args = parser.parse_args(argv)
 
     profile = select_profile(args.profile)
+    set_matmul_precision(profile)
     location = ensure_prepared(profile, args.data_root or None)
     workers = args.workers if args.workers is not None else worker_counts(profile)
     pipelines = default_pipelines(profile, location, workers)

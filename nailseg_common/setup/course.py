@@ -11,7 +11,7 @@ import pandas as pd
 from nailseg_common.data.preparation import ensure_prepared, fit_batch_to_split
 from nailseg_common.setup.environment import environment_report
 from nailseg_common.setup.paths import DataLocation
-from nailseg_common.setup.profiles import Profile, select_profile
+from nailseg_common.setup.profiles import Profile, select_profile, set_matmul_precision
 
 FIGURE_DPI = 150
 FIGURE_QUALITY = 85  # JPEG: photos and galleries at 150 dpi stay a fraction of their PNG size
@@ -22,11 +22,14 @@ def start(profile: str = "", data_root: str | os.PathLike = "", *, seed: int = 0
     """Choose the run size, report the environment, and prepare the data.
 
     ``profile`` and ``overrides`` go to :func:`profiles.select_profile` (``None`` keeps the
-    profile's value); the data is ``data_root`` (your photos) or the synthetic set, generated
-    and prepared when needed. The batch shrinks, saying so, when the training split is too
-    small for it. Returns the profile and where the data is.
+    profile's value), and the process's float32 matmul precision follows the profile
+    (:func:`profiles.set_matmul_precision`: TF32 on a GPU); the data is ``data_root`` (your
+    photos) or the synthetic set, generated and prepared when needed. The batch shrinks,
+    saying so, when the training split is too small for it. Returns the profile and where
+    the data is.
     """
     cfg = select_profile(profile, **overrides)
+    set_matmul_precision(cfg)
     print(environment_report(cfg))
     show_figures_as_jpeg()
     pd.set_option("display.max_colwidth", None)  # tables show whole cells

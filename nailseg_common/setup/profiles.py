@@ -107,6 +107,14 @@ def gpu_available() -> bool:
     return torch.cuda.is_available()
 
 
+def set_matmul_precision(profile: Profile) -> None:
+    """Float32 matrix products in TF32 when ``profile`` trains on a GPU (``"high"``), in full
+    float32 on a CPU (``"highest"``, torch's default). The setting is process-wide, and
+    compiled code is guarded on it, so a process sets it once, where it starts: ``start`` in
+    a notebook, ``main`` in a command."""
+    torch.set_float32_matmul_precision("high" if profile.accelerator == "gpu" else "highest")
+
+
 def default_profile_name() -> str:
     """``NAILSEG_PROFILE`` if set, else ``gpu`` with a CUDA device and ``cpu`` without."""
     name = os.environ.get("NAILSEG_PROFILE", "").strip()

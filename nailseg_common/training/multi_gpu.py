@@ -22,7 +22,7 @@ from nailseg_common.measure.profiling import synchronized_now
 from nailseg_common.pipelines.dali_pipeline import DALINailDataModule, sample_names, split_files
 from nailseg_common.setup.files import write_json
 from nailseg_common.setup.paths import DataLocation
-from nailseg_common.setup.profiles import Profile
+from nailseg_common.setup.profiles import Profile, set_matmul_precision
 from nailseg_common.training.arguments import ddp_options, parse_args, report, run_record
 from nailseg_common.training.fast_training import AccuracyClock, FastNailSegmentation, warm_up
 from nailseg_common.training.trainer import TrainingSpeed, make_trainer
@@ -264,6 +264,7 @@ def validate(args: argparse.Namespace, profile: Profile, location: DataLocation)
 def main(argv: list[str] | None = None) -> dict | None:
     """``python -m nailseg_common.train``: train (or ``--validate``); rank 0 returns the results."""
     args, profile = parse_args(argv)
+    set_matmul_precision(profile)  # TF32 on a GPU, for this process (as `start` in a notebook)
     # notebook 02's module logs these per rank (no sync_dist): the script reports the synced
     # IoU and Dice, and adds up the validation loss across the ranks itself
     warnings.filterwarnings("ignore", message=r".*self\.log\('(train_loss|val_loss|epoch_s)'")

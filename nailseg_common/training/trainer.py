@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 
 import pytorch_lightning as pl
-import torch
 from pytorch_lightning.callbacks import Callback
 from torch.utils.data import DataLoader
 
@@ -17,7 +16,6 @@ from nailseg_common.training import run_logs
 
 def make_trainer(profile: Profile, run_name: str, **overrides) -> pl.Trainer:
     """A ``pl.Trainer`` for ``profile``; ``overrides`` go to ``pl.Trainer`` (``callbacks``: added)."""
-    torch.set_float32_matmul_precision("high" if profile.accelerator == "gpu" else "highest")  # TF32 on a GPU
     return pl.Trainer(**{
         **run_logs.course_logging(profile, run_name, overrides),  # callbacks, CSV log, quiet output
         "accelerator": profile.accelerator, "devices": 1, "precision": profile.precision,
