@@ -48,7 +48,7 @@ from torch import nn
 from nailseg_common.data.images import DataError, read_rgb
 from nailseg_common.data.preparation import IMAGE_SUFFIXES
 from nailseg_common.pipelines.albumentations_pipeline import valid_transform
-from nailseg_common.setup.paths import runs_dir
+from nailseg_common.setup.paths import runs_dir, shown
 from nailseg_common.setup.profiles import Profile, select_profile
 from nailseg_common.setup.progress import progress
 from nailseg_common.training.finetune import load_weights
@@ -335,8 +335,8 @@ def predict(args: argparse.Namespace) -> int:
                 continue
             write_outputs(rgb, predict_mask(model, rgb, image_size, device), targets)
     print(f"{len(found.photos) - len(skipped)} of {len(found.photos)} photos have a mask under "
-          f"{out} (<stem>{MASK_SUFFIX} and <stem>{OVERLAY_SUFFIX}); model {checkpoint} at "
-          f"{image_size}x{image_size} on {device}.")
+          f"{shown(out)} (<stem>{MASK_SUFFIX} and <stem>{OVERLAY_SUFFIX}); model "
+          f"{shown(checkpoint)} at {image_size}x{image_size} on {device}.")
     return report(found, skipped, root)
 
 

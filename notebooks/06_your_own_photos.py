@@ -148,15 +148,16 @@ from nailseg_common.setup.profiles import Profile
 # checkpoint wins and the cell says so. Without a checkpoint the notebook goes on with the
 # other starts.
 # %%
+from nailseg_common.setup.paths import shown
 from nailseg_common.training import run_logs
 
 synthetic_checkpoint = run_logs.resolve_checkpoint(checkpoint, cfg)
 if synthetic_checkpoint is None:
     print(f"no checkpoint of {run_logs.CHECKPOINT_RUNS} in profile {cfg.name!r} and no "
-          f"{run_logs.SHIPPED_MODEL}: going on without the synthetic start (run notebook 02 first, or pass checkpoint=...)")
+          f"{shown(run_logs.SHIPPED_MODEL)}: going on without the synthetic start (run notebook 02 first, or pass checkpoint=...)")
 else:
     cfg = dataclasses.replace(cfg, encoder=run_logs.checkpoint_hparams(synthetic_checkpoint)["encoder"])
-    print(f"synthetic checkpoint: {synthetic_checkpoint} (synthetic validation hard Dice "
+    print(f"synthetic checkpoint: {shown(synthetic_checkpoint)} (synthetic validation hard Dice "
           f"{run_logs.recorded_dice(synthetic_checkpoint):.3f}); every start's encoder: {cfg.encoder}")
 
 # %% [markdown]

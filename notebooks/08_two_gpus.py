@@ -78,7 +78,7 @@ import torch
 from nailseg_common.data.preparation import read_split
 from nailseg_common.measure import plots
 from nailseg_common.setup.environment import dali_status
-from nailseg_common.setup.paths import REPO_ROOT, runs_dir
+from nailseg_common.setup.paths import REPO_ROOT, runs_dir, shown
 from nailseg_common.train import launch_training
 from nailseg_common.training.arguments import plan_options, script_options
 from nailseg_common.training.fast_training import common_level
@@ -656,7 +656,8 @@ plots.explain_speedup(record)
 # on. The record of this run goes to `runs/`, beside its logs.
 
 # %%
-print(f"this run's combined results: {write_json(out_dir / 'results.json', record)}")
+results_path = write_json(out_dir / "results.json", record)
+print(f"this run's combined results: {shown(results_path)}")
 committed = plots.read_record(REPO_ROOT / reference)
 if committed is None:
     print(f"no {reference}: run this notebook on two GPUs and commit its results.json there")

@@ -66,7 +66,7 @@ from nailseg_common.setup.files import (
     stale_staging,
     verify_records,
 )
-from nailseg_common.setup.paths import DataLocation, data_location, unwritable
+from nailseg_common.setup.paths import DataLocation, data_location, shown, unwritable
 from nailseg_common.setup.profiles import Profile, select_profile
 from nailseg_common.setup.progress import progress as progress_bar
 
@@ -598,7 +598,7 @@ def summary(location: DataLocation) -> str:
                   "by split:")
     else:
         layout = "types (sub-folders of Images/) by split:"
-    return (f"{kind} dataset: {location.raw}\nprepared: {location.prepared}\n"
+    return (f"{kind} dataset: {shown(location.raw)}\nprepared: {shown(location.prepared)}\n"
             f"{len(table)} pairs{kept}, sizes {table['width'].min()}..{table['width'].max()} x "
             f"{table['height'].min()}..{table['height'].max()} px\n"
             f"{layout}\n{counts.to_string()}")

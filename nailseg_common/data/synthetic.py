@@ -67,7 +67,7 @@ from PIL import Image, ImageDraw, ImageFilter
 
 from nailseg_common.setup.environment import usable_cores
 from nailseg_common.setup.files import folder_lock, staged_folder
-from nailseg_common.setup.paths import data_dir, data_location
+from nailseg_common.setup.paths import data_dir, data_location, shown
 from nailseg_common.setup.profiles import select_profile
 from nailseg_common.setup.progress import progress as progress_bar
 
@@ -935,10 +935,10 @@ def photos_or_standin(profile: str = "", data_root: str | os.PathLike = "",
     (``None``: half the profile's synthetic set, at most :data:`STANDIN_MAX_IMAGES`). Says which."""
     location = data_location(0, data_root)
     if not location.synthetic:
-        print(f"your photos: {location.raw}")
+        print(f"your photos: {shown(location.raw)}")
         return location.raw
     count = num_images or min(select_profile(profile).num_images // 2, STANDIN_MAX_IMAGES)
     photos = ensure_synthetic_dataset(data_dir() / f"standin-{count}", count, style="photo")
-    print(f"no data_root: a synthetic stand-in of another style, {count} images ({photos}); "
+    print(f"no data_root: a synthetic stand-in of another style, {count} images ({shown(photos)}); "
           "bring your own photos with data_root=...")
     return photos

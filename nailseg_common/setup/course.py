@@ -10,7 +10,7 @@ import pandas as pd
 
 from nailseg_common.data.preparation import ensure_prepared, fit_batch_to_split
 from nailseg_common.setup.environment import environment_report
-from nailseg_common.setup.paths import DataLocation
+from nailseg_common.setup.paths import DataLocation, shown
 from nailseg_common.setup.profiles import Profile, select_profile, set_matmul_precision
 
 FIGURE_DPI = 150
@@ -35,8 +35,8 @@ def start(profile: str = "", data_root: str | os.PathLike = "", *, seed: int = 0
     pd.set_option("display.max_colwidth", None)  # tables show whole cells
     data = ensure_prepared(cfg, data_root or None, seed=seed)
     cfg = fit_batch_to_split(cfg, data)
-    print(f"data: {data.raw} ({'synthetic' if data.synthetic else 'your photos'}), "
-          f"prepared in {data.prepared}")
+    print(f"data: {shown(data.raw)} ({'synthetic' if data.synthetic else 'your photos'}), "
+          f"prepared in {shown(data.prepared)}")
     return cfg, data
 
 

@@ -6,7 +6,8 @@ course uses a synthetic set it generates under ``NAILSEG_DATA_DIR`` (default: th
 repository's ``data/`` folder). A real dataset's prepared files go to
 ``prepared/<folder name>-<8 hex digits of its full path>``, so ``/a/nails`` and
 ``/b/nails`` never share (and overwrite) one prepared folder. :func:`unwritable` says
-what to do when the data folder cannot be written (read-only, a file, a full disk).
+what to do when the data folder cannot be written (read-only, a file, a full disk);
+:func:`shown` is a path as the course prints it, without this machine's folders.
 """
 
 from __future__ import annotations
@@ -65,6 +66,18 @@ def data_location(num_synthetic_images: int, data_root: str | os.PathLike | None
 def runs_dir() -> Path:
     """Where training logs and checkpoints go (``NAILSEG_RUNS_DIR``, default ``runs/``)."""
     return Path(os.environ.get("NAILSEG_RUNS_DIR", REPO_ROOT / "runs")).resolve()
+
+
+def shown(path: str | os.PathLike) -> str:
+    """``path`` as the course prints it: relative to the repository, or under ``<data-dir>``
+    or ``<runs-dir>`` when ``NAILSEG_DATA_DIR`` or ``NAILSEG_RUNS_DIR`` put those elsewhere,
+    or under ``~``; any other path as it is."""
+    path = Path(path).expanduser().resolve()
+    for root, name in ((REPO_ROOT, ""), (data_dir(), "<data-dir>"), (runs_dir(), "<runs-dir>"),
+                       (Path.home(), "~")):
+        if path.is_relative_to(root):
+            return str(Path(name, path.relative_to(root)))
+    return str(path)
 
 
 def unwritable(error: OSError, folder: Path) -> str:

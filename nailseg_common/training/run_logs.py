@@ -34,7 +34,7 @@ from pytorch_lightning.callbacks import Callback, ModelCheckpoint
 from pytorch_lightning.loggers import CSVLogger
 
 from nailseg_common.measure.targets import Verdict, difference_spread, mean_spread
-from nailseg_common.setup.paths import runs_dir
+from nailseg_common.setup.paths import runs_dir, shown
 from nailseg_common.setup.profiles import Profile
 from nailseg_common.setup.progress import ProgressLines, quiet_lightning
 from nailseg_common.training.unet import outline_levels
@@ -171,7 +171,7 @@ def runs_with_baseline(profile: Profile, runs: dict[str, pd.DataFrame]) -> dict[
         print(f"No finished run of notebook 02 in the {profile.name!r} profile under runs/: run "
               "notebook 02 with the same profile first to compare.")
         return dict(runs)
-    print("notebook 02's log:", baseline[1].split("runs/")[-1])
+    print("notebook 02's log:", shown(baseline[1]))
     return {**runs, BASELINE_LABEL: baseline[0]}
 
 
