@@ -110,6 +110,25 @@ def test_the_newest_edition_record_is_what_published_printed():
     assert edition_record.record(ROOT / "published", newest["commit"], newest["note"]) == published
 
 
+def test_published_outputs_name_no_local_folder(pair, request):
+    path = ROOT / "published" / request.node.callspec.id
+    assert blog.find_local_paths(path.read_text()) == [], "run tools.publishing.compress on it"
+
+
+def test_publishing_writes_the_folders_a_notebook_ran_in_relative_and_keeps_its_code():
+    code = 'print("/home/alice/course/data/synthetic-60")'
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code, outputs=[
+        nbformat.v4.new_output("stream", text="data: /home/alice/course/data/synthetic-60\n"),
+        nbformat.v4.new_output("display_data", data={
+            "text/html": "<td>/home/alice/course/runs/gpu</td>", "text/plain": "/tmp/x"})])])
+    notebook.metadata["papermill"] = {"output_path": "/home/alice/course/build/06.ipynb"}
+    compress.relative_paths(notebook)
+    outputs = notebook.cells[0].outputs
+    assert outputs[0].text == "data: data/synthetic-60\n" and notebook.cells[0].source == code
+    assert outputs[1].data == {"text/html": "<td>runs/gpu</td>", "text/plain": "<tmp>/x"}
+    assert notebook.metadata.papermill.output_path == "build/06.ipynb"
+
+
 def test_compressing_a_figure_keeps_its_size_and_text_and_makes_it_smaller(tmp_path):
     image = Image.fromarray(np.random.default_rng(0).integers(0, 255, (60, 80, 3), np.uint8))
     sharp = io.BytesIO()

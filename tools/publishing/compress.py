@@ -1,6 +1,7 @@
-"""Lighter figures for the published edition: the JPEG outputs of executed notebooks
-re-encoded at a lower quality, in place, each only where that makes it smaller (same pixels
-wide and high, same text and code).
+"""The executed notebooks made ready for ``published/``, in place: their JPEG outputs
+re-encoded at a lower quality, each only where that makes it smaller (same pixels wide and
+high), and the local folders their outputs and papermill paths name rewritten as the blog
+shows them (:func:`relative_paths`); code is left as it is.
 
     python -m tools.publishing.compress published/0*.ipynb --quality 75
 
@@ -19,6 +20,8 @@ from pathlib import Path
 import nbformat
 from PIL import Image
 
+from tools.publishing import blog
+
 
 def recompress(jpeg: bytes, quality: int) -> bytes:
     """``jpeg`` encoded again at ``quality``, or as it was when that is not smaller."""
@@ -27,11 +30,30 @@ def recompress(jpeg: bytes, quality: int) -> bytes:
     return out.getvalue() if out.tell() < len(jpeg) else jpeg
 
 
+def relative_paths(notebook: nbformat.NotebookNode) -> None:
+    """Rewrite, in place, the local paths in ``notebook``'s outputs and papermill paths: the
+    repository it ran in (``blog.run_roots``) becomes relative, a home ``~``, site-packages
+    ``<site-packages>`` and ``/tmp`` ``<tmp>`` (``blog.replace_local_paths``)."""
+    roots = blog.run_roots(notebook)
+    papermill = notebook.metadata.get("papermill", {})
+    for key in [key for key in papermill if key.endswith("_path")]:
+        papermill[key] = blog.replace_local_paths(str(papermill[key]), roots)
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            if "text" in output:
+                output["text"] = blog.replace_local_paths(output["text"], roots)
+            data = output.get("data", {})
+            for mime in blog.TEXT_MIME_TYPES:
+                if mime in data:
+                    data[mime] = blog.replace_local_paths(data[mime], roots, mime == "text/html")
+
+
 def compress_notebook(path: Path, quality: int) -> tuple[int, int]:
-    """Re-encode every ``image/jpeg`` output of the notebook at ``path``; its bytes before
-    and after."""
+    """Re-encode every ``image/jpeg`` output of the notebook at ``path`` and rewrite its
+    :func:`relative_paths`; its bytes before and after."""
     before = path.stat().st_size
     notebook = nbformat.read(path, as_version=4)
+    relative_paths(notebook)
     for cell in notebook.cells:
         for output in cell.get("outputs", []):
             data = output.get("data", {})
