@@ -15,6 +15,7 @@ from torch.utils.data import DataLoader
 
 from nailseg_common import predict as predict_module
 from nailseg_common.predict import MARKER, load_model, main, predict_mask
+from nailseg_common.setup.paths import shown
 from nailseg_common.setup.profiles import select_profile
 from nailseg_common.training import run_logs
 from nailseg_common.training.finetune import save_weights
@@ -82,7 +83,7 @@ def test_nested_folders_are_mirrored_with_one_mask_and_one_overlay_per_photo(
     assert files(out) == {"a.png", "a_overlay.jpg", "left/b.png", "left/b_overlay.jpg",
                           "left/deep/c.png", "left/deep/c_overlay.jpg", "right/d.png",
                           "right/d_overlay.jpg"}, "no temporary file left, nothing else read"
-    assert "4 of 4 photos" in stdout and str(out) in stdout
+    assert "4 of 4 photos" in stdout and shown(out) in stdout
     mask = Image.open(out / "left/deep/c.png")
     assert mask.mode == "L" and mask.size == (40, 30)
     assert Image.open(out / "left/deep/c_overlay.jpg").size == (40, 30)
@@ -185,7 +186,7 @@ def test_without_a_checkpoint_the_newest_of_the_profile_is_used_else_the_shipped
     monkeypatch.setenv("NAILSEG_RUNS_DIR", str(tmp_path / "no_runs"))
     code, stdout, err = predict(capsys, tmp_path / "photos", tmp_path / "shipped")
     assert code == 0, err
-    assert f"model {SHIPPED_MODEL} at {SIZE}x{SIZE}" in stdout
+    assert f"model {shown(SHIPPED_MODEL)} at {SIZE}x{SIZE}" in stdout
     for module in (run_logs, predict_module):
         monkeypatch.setattr(module, "SHIPPED_MODEL", tmp_path / "not_shipped.pt")
     code, _, err = predict(capsys, tmp_path / "photos", tmp_path / "out")
@@ -194,7 +195,7 @@ def test_without_a_checkpoint_the_newest_of_the_profile_is_used_else_the_shipped
     monkeypatch.setenv("NAILSEG_RUNS_DIR", str(model.runs))
     code, stdout, err = predict(capsys, tmp_path / "photos", tmp_path / "out")
     assert code == 0, err
-    assert str(model.checkpoint) in stdout and (tmp_path / "out" / "a.png").is_file()
+    assert shown(model.checkpoint) in stdout and (tmp_path / "out" / "a.png").is_file()
 
 
 def test_out_inside_images_is_not_read_again(model, tmp_path, capsys):
