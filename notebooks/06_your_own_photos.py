@@ -70,6 +70,7 @@ from nailseg_common.data.synthetic import photos_or_standin
 from nailseg_common.measure import plots
 from nailseg_common.measure.targets import Verdict, finetune_gain_in_words, mean_spread
 from nailseg_common.setup import environment
+from nailseg_common.setup.paths import shown
 from nailseg_common.setup.profiles import select_profile
 
 # %% [markdown]
@@ -148,7 +149,6 @@ from nailseg_common.setup.profiles import Profile
 # checkpoint wins and the cell says so. Without a checkpoint the notebook goes on with the
 # other starts.
 # %%
-from nailseg_common.setup.paths import shown
 from nailseg_common.training import run_logs
 
 synthetic_checkpoint = run_logs.resolve_checkpoint(checkpoint, cfg)
