@@ -48,6 +48,7 @@ from torch import nn
 from nailseg_common.data.images import DataError, read_rgb
 from nailseg_common.data.preparation import IMAGE_SUFFIXES
 from nailseg_common.pipelines.albumentations_pipeline import valid_transform
+from nailseg_common.setup.files import staged_file
 from nailseg_common.setup.paths import runs_dir
 from nailseg_common.setup.profiles import Profile, select_profile
 from nailseg_common.setup.progress import progress
@@ -136,17 +137,6 @@ def overlay(photo: np.ndarray, mask: np.ndarray) -> np.ndarray:
     nail = mask > 0
     tinted[nail] = (1 - OPACITY) * tinted[nail] + OPACITY * np.asarray(TINT, np.float32)
     return np.rint(tinted).astype(np.uint8)
-
-
-def save_atomically(image: Image.Image, path: Path, file_format: str, **options) -> None:
-    """``image`` written to ``path`` under a temporary hidden sibling name, then renamed into
-    place: an interrupted run leaves the previous file or none, never half of one."""
-    staging = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        image.save(staging, format=file_format, **options)
-        os.replace(staging, path)
-    finally:
-        staging.unlink(missing_ok=True)
 
 
 class Found(NamedTuple):
@@ -240,12 +230,13 @@ def write_outputs(photo: np.ndarray, mask: np.ndarray, paths: tuple[Path, Path])
     """The mask as a one-channel PNG and the overlay as a JPEG, each written atomically;
     DataError naming the file (not its temporary name) when it cannot be written."""
     mask_path, overlay_path = paths
-    for path, image, options in ((mask_path, Image.fromarray(mask), {"file_format": "PNG"}),
+    for path, image, options in ((mask_path, Image.fromarray(mask), {"format": "PNG"}),
                                  (overlay_path, Image.fromarray(overlay(photo, mask)),
-                                  {"file_format": "JPEG", "quality": 90})):
+                                  {"format": "JPEG", "quality": 90})):
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            save_atomically(image, path, **options)
+            with staged_file(path) as staging:
+                image.save(staging, **options)
         except OSError as error:
             raise DataError(f"Cannot write {path} ({error.strerror or error}): free some space, "
                             "or pass an OUT folder you can write.") from None
