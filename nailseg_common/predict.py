@@ -48,6 +48,7 @@ from torch import nn
 from nailseg_common.data.images import DataError, read_rgb
 from nailseg_common.data.preparation import IMAGE_SUFFIXES
 from nailseg_common.pipelines.albumentations_pipeline import valid_transform
+from nailseg_common.setup.command_line import run_command
 from nailseg_common.setup.files import staged_file
 from nailseg_common.setup.paths import runs_dir
 from nailseg_common.setup.profiles import Profile, select_profile
@@ -358,14 +359,7 @@ def report(found: Found, skipped: list[Path], root: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m nailseg_common.predict``: the exit status; errors as one line on stderr."""
-    try:
-        return predict(parse_args(argv))
-    except DataError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(STOPPED, file=sys.stderr)
-        return 130
+    return run_command(lambda: predict(parse_args(argv)), STOPPED)
 
 
 if __name__ == "__main__":
