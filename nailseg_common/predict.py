@@ -8,7 +8,7 @@ the photo (its EXIF orientation applied, as preparation reads it), and
 to its training side, as validation does; its probabilities are upsampled bilinearly to the
 photo's size and thresholded at 0.5.
 
-The model is ``--checkpoint``, else :func:`default_checkpoint`; it sees photos at
+The model is :func:`choose_checkpoint`'s (``--checkpoint``, else found); it sees photos at
 ``--image-size``, else at the side it was trained at (:func:`trained_image_size`), else
 at the profile's ``image_size``.
 
@@ -77,12 +77,15 @@ NOT_A_CHECKPOINT = (LookupError, EOFError, RuntimeError, TypeError, ValueError, 
 ``hyper_parameters`` or ``encoder``, other layers)."""
 
 
-def default_checkpoint(profile: Profile) -> Path:
-    """The model used without ``--checkpoint``: of the newest ``best-*.ckpt`` of notebook 02
-    or 04 in ``profile`` and the model the course ships, the one that recorded the better
-    synthetic validation Dice (:func:`~nailseg_common.training.run_logs.resolve_checkpoint`);
-    DataError when there is neither."""
-    found = resolve_checkpoint("", profile)
+def choose_checkpoint(checkpoint: str, profile: Profile) -> Path:
+    """``checkpoint`` when given, else of the newest ``best-*.ckpt`` of notebook 02 or 04 in
+    ``profile`` and the model the course ships, the one that recorded the better synthetic
+    validation Dice (:func:`~nailseg_common.training.run_logs.resolve_checkpoint`); DataError
+    when the file given is missing, or nothing is given and there is neither."""
+    try:
+        found = resolve_checkpoint(checkpoint, profile)
+    except (ValueError, FileNotFoundError) as error:
+        raise DataError(str(error)) from None
     if found is None:
         raise DataError(f"No checkpoint of profile {profile.name!r} under "
                         f"{runs_dir() / profile.name} and no {SHIPPED_MODEL}: run notebook 02 "
@@ -307,12 +310,9 @@ def predict(args: argparse.Namespace) -> int:
     paths = output_paths(found.photos, root, out)
     check_out(out, str(args.out), [t for targets in paths.values() for t in targets], found.photos)
     device = choose_device(args.device)
-    try:  # only the profile's name and image_size matter here; --device says where to run
-        profile = select_profile(args.profile, accelerator="cpu")
-        checkpoint = (resolve_checkpoint(args.checkpoint, profile) if args.checkpoint
-                      else default_checkpoint(profile))
-    except (ValueError, FileNotFoundError) as error:
-        raise DataError(str(error)) from None
+    # only the profile's name and image_size matter here; --device says where to run
+    profile = select_profile(args.profile, accelerator="cpu")
+    checkpoint = choose_checkpoint(args.checkpoint, profile)
     model = load_model(checkpoint).to(device)
     image_size = args.image_size or trained_image_size(checkpoint) or profile.image_size
     claim(out, str(args.out))
