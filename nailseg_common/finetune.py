@@ -96,13 +96,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="side of the square the model sees, a multiple of 32 (default: "
                              "the profile's finetune_image_size: smoke 64, cpu 160, gpu 384)")
     parser.add_argument("--folds", type=int, default=5,
-                        help="folds of the cross-validation (default 5; at most one a photo)")
+                        help="folds of the cross-validation (default 5; with fewer photos, one "
+                             "a photo)")
     parser.add_argument("--no-cross-validation", dest="cross_validation",
                         action="store_false",
                         help="skip the cross-validation: score the start as it is, then "
                              "fine-tune on all the photos")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
-                        help="where it trains (default: auto, the profile's: gpu on a GPU)")
+                        help="where it trains (default: auto, as the profile says: gpu on a "
+                             "GPU)")
     parser.add_argument("--force", action="store_true", help=f"overwrite OUT/{MODEL}")
     args = parser.parse_args(argv)
     if args.image_size is not None and (args.image_size <= 0 or args.image_size % 32):
