@@ -159,8 +159,9 @@ def per_photo(tables: dict[str, pd.DataFrame], frame: pd.DataFrame, root: Path) 
 def score_and_fine_tune(cfg: Profile, frame: pd.DataFrame, photos: BatchSlices, folds: list,
                         checkpoint: Path) -> tuple[dict[str, pd.DataFrame], LitNailSegmentation]:
     """Notebook 06's scores of every photo (``score_photos`` tables) by the start as it is
-    and, cross-validated over ``folds`` (none: not), fine-tuned from it; and the start
-    fine-tuned on all the photos (no photo held out: it validates none). A bar counts the runs."""
+    and, cross-validated over ``folds`` (when there are some), fine-tuned from it; and the
+    start fine-tuned on all the photos (none held out: it validates none). A bar counts the
+    runs."""
     def start_weights(name: str = "synthetic") -> LitNailSegmentation:
         return start_model(name, cfg.encoder, cfg.finetune_lr, cfg.finetune_steps, checkpoint)
 
@@ -189,7 +190,8 @@ def report(tables: dict[str, pd.DataFrame], checkpoint: Path) -> dict:
     """Print the mean scores of ``tables`` and, with fine-tuned ones, the paired gain of
     fine-tuning and its verdict; the same for ``summary.json``."""
     scores = score_table(tables)
-    print(f"hard Dice and IoU at probability 0.5, per photo:\n{scores.round(3).to_string()}")
+    print("hard Dice and IoU at probability 0.5, means over the photos (± SE: the standard "
+          f"error of the mean):\n{scores.round(3).to_string()}")
     summary = {"scores": scores.rename(columns=JSON_KEYS).to_dict(orient="index")}
     if FINE_TUNED in tables:
         fine_tuned, zero_shot = tables[FINE_TUNED]["dice"], tables[ZERO_SHOT]["dice"]
