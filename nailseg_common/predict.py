@@ -8,7 +8,7 @@ the photo (its EXIF orientation applied, as preparation reads it), and
 to its training side, as validation does; its probabilities are upsampled bilinearly to the
 photo's size and thresholded at 0.5.
 
-The model is ``--checkpoint``, else :func:`default_checkpoint`; it sees photos at
+The model is :func:`choose_checkpoint`'s (``--checkpoint``, else found); it sees photos at
 ``--image-size``, else at the side it was trained at (:func:`trained_image_size`), else
 at the profile's ``image_size``.
 
@@ -48,6 +48,8 @@ from torch import nn
 from nailseg_common.data.images import DataError, read_rgb
 from nailseg_common.data.preparation import IMAGE_SUFFIXES
 from nailseg_common.pipelines.albumentations_pipeline import valid_transform
+from nailseg_common.setup.command_line import run_command
+from nailseg_common.setup.files import staged_file
 from nailseg_common.setup.paths import runs_dir, shown
 from nailseg_common.setup.profiles import Profile, select_profile
 from nailseg_common.setup.progress import progress
@@ -75,12 +77,15 @@ NOT_A_CHECKPOINT = (LookupError, EOFError, RuntimeError, TypeError, ValueError, 
 ``hyper_parameters`` or ``encoder``, other layers)."""
 
 
-def default_checkpoint(profile: Profile) -> Path:
-    """The model used without ``--checkpoint``: of the newest ``best-*.ckpt`` of notebook 02
-    or 04 in ``profile`` and the model the course ships, the one that recorded the better
-    synthetic validation Dice (:func:`~nailseg_common.training.run_logs.resolve_checkpoint`);
-    DataError when there is neither."""
-    found = resolve_checkpoint("", profile)
+def choose_checkpoint(checkpoint: str, profile: Profile) -> Path:
+    """``checkpoint`` when given, else of the newest ``best-*.ckpt`` of notebook 02 or 04 in
+    ``profile`` and the model the course ships, the one that recorded the better synthetic
+    validation Dice (:func:`~nailseg_common.training.run_logs.resolve_checkpoint`); DataError
+    when the file given is missing, or nothing is given and there is neither."""
+    try:
+        found = resolve_checkpoint(checkpoint, profile)
+    except (ValueError, FileNotFoundError) as error:
+        raise DataError(str(error)) from None
     if found is None:
         raise DataError(f"No checkpoint of profile {profile.name!r} under "
                         f"{runs_dir() / profile.name} and no {SHIPPED_MODEL}: run notebook 02 "
@@ -136,17 +141,6 @@ def overlay(photo: np.ndarray, mask: np.ndarray) -> np.ndarray:
     nail = mask > 0
     tinted[nail] = (1 - OPACITY) * tinted[nail] + OPACITY * np.asarray(TINT, np.float32)
     return np.rint(tinted).astype(np.uint8)
-
-
-def save_atomically(image: Image.Image, path: Path, file_format: str, **options) -> None:
-    """``image`` written to ``path`` under a temporary hidden sibling name, then renamed into
-    place: an interrupted run leaves the previous file or none, never half of one."""
-    staging = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        image.save(staging, format=file_format, **options)
-        os.replace(staging, path)
-    finally:
-        staging.unlink(missing_ok=True)
 
 
 class Found(NamedTuple):
@@ -240,12 +234,13 @@ def write_outputs(photo: np.ndarray, mask: np.ndarray, paths: tuple[Path, Path])
     """The mask as a one-channel PNG and the overlay as a JPEG, each written atomically;
     DataError naming the file (not its temporary name) when it cannot be written."""
     mask_path, overlay_path = paths
-    for path, image, options in ((mask_path, Image.fromarray(mask), {"file_format": "PNG"}),
+    for path, image, options in ((mask_path, Image.fromarray(mask), {"format": "PNG"}),
                                  (overlay_path, Image.fromarray(overlay(photo, mask)),
-                                  {"file_format": "JPEG", "quality": 90})):
+                                  {"format": "JPEG", "quality": 90})):
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            save_atomically(image, path, **options)
+            with staged_file(path) as staging:
+                image.save(staging, **options)
         except OSError as error:
             raise DataError(f"Cannot write {path} ({error.strerror or error}): free some space, "
                             "or pass an OUT folder you can write.") from None
@@ -315,12 +310,9 @@ def predict(args: argparse.Namespace) -> int:
     paths = output_paths(found.photos, root, out)
     check_out(out, str(args.out), [t for targets in paths.values() for t in targets], found.photos)
     device = choose_device(args.device)
-    try:  # only the profile's name and image_size matter here; --device says where to run
-        profile = select_profile(args.profile, accelerator="cpu")
-        checkpoint = (resolve_checkpoint(args.checkpoint, profile) if args.checkpoint
-                      else default_checkpoint(profile))
-    except (ValueError, FileNotFoundError) as error:
-        raise DataError(str(error)) from None
+    # only the profile's name and image_size matter here; --device says where to run
+    profile = select_profile(args.profile, accelerator="cpu")
+    checkpoint = choose_checkpoint(args.checkpoint, profile)
     model = load_model(checkpoint).to(device)
     image_size = args.image_size or trained_image_size(checkpoint) or profile.image_size
     claim(out, str(args.out))
@@ -367,14 +359,7 @@ def report(found: Found, skipped: list[Path], root: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m nailseg_common.predict``: the exit status; errors as one line on stderr."""
-    try:
-        return predict(parse_args(argv))
-    except DataError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(STOPPED, file=sys.stderr)
-        return 130
+    return run_command(lambda: predict(parse_args(argv)), STOPPED)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """Files the course writes and trusts. A results file or a generated folder is written under
-a temporary name and renamed into place, under a lock when processes share ``data/``, so a
-run never finds half of one; a cheap record (size and a digest of the ends) notices a file
-deleted, cut or replaced; and :func:`build_once` rebuilds a folder (notebook 03's uint8
-cache) only when its sources change or a file is damaged.
+a temporary name and renamed into place (:func:`staged_file`, :func:`staged_folder`), under
+a lock when processes share ``data/``, so a run never finds half of one; a cheap record (size
+and a digest of the ends) notices a file deleted, cut or replaced; and :func:`build_once`
+rebuilds a folder (notebook 03's uint8 cache) only when its sources change or a file is
+damaged.
 """
 
 from __future__ import annotations
@@ -83,15 +84,27 @@ def staged_folder(target: Path) -> Iterator[Path]:
     shutil.rmtree(old, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def staged_file(target: Path) -> Iterator[Path]:
+    """Yield a temporary hidden sibling name of ``target`` to write; on success the file
+    written there replaces ``target``, so a reader never finds half a file. On an exception
+    the temporary file is deleted and ``target`` is left as it was."""
+    staging = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    try:
+        yield staging
+        os.replace(staging, target)
+    finally:
+        staging.unlink(missing_ok=True)
+
+
 def write_json(path: str | os.PathLike, data: dict, default: Callable | None = None) -> Path:
-    """Write ``data`` as indented JSON to ``path`` (folders created) under a temporary sibling
-    name, then rename it into place, so a reader never finds half a file; the resolved path.
-    ``default`` goes to ``json.dumps`` (``str``: values JSON has no type for, as text)."""
+    """Write ``data`` as indented JSON to ``path`` (folders created) through
+    :func:`staged_file`; the resolved path. ``default`` goes to ``json.dumps`` (``str``:
+    values JSON has no type for, as text)."""
     path = Path(path).resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    staging.write_text(json.dumps(data, indent=2, default=default) + "\n")
-    os.replace(staging, path)
+    with staged_file(path) as staging:
+        staging.write_text(json.dumps(data, indent=2, default=default) + "\n")
     return path
 
 

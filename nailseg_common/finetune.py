@@ -1,0 +1,270 @@
+"""Fine-tune the course's model on your own photos, in one command: notebook 06's recipe.
+
+``python -m nailseg_common.finetune PHOTOS_ROOT OUT``: PHOTOS_ROOT (``Images/<type>/`` and
+``Masks/<type>/``, or flat ``Images/`` and ``Masks/``) is checked and prepared as notebook 06
+prepares its ``data_root`` (by :func:`~nailseg_common.setup.course.start`; PHOTOS_ROOT is
+only read, the prepared files go to the data folder). The start is ``--checkpoint``, else
+notebook 06's synthetic start (:func:`~nailseg_common.predict.choose_checkpoint`); every run
+follows the profile's ``finetune_*`` recipe with notebook 06's functions
+(:mod:`nailseg_common.training.finetune`).
+
+Every photo is scored (hard Dice and IoU at probability 0.5) by the start as it is
+(zero-shot) and, by k-fold cross-validation, fine-tuned from it by a model that never saw it;
+the command prints their means with standard errors and the paired gain of fine-tuning.
+Then it fine-tunes the start on all the photos and writes, each file whole or not at all:
+``OUT/scores.csv`` (one row per photo), ``OUT/summary.json`` (recipe, profile, device,
+versions, date, scores) and, last, ``OUT/model.pt``, which
+``python -m nailseg_common.predict --checkpoint OUT/model.pt`` reads.
+
+Exit status: 0 done; 2, with one line naming the file and the fix, when an input cannot be
+used (see ``docs/troubleshooting.md``); 130 after Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import platform
+import sys
+import warnings
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from nailseg_common.data.images import DataError
+from nailseg_common.measure.targets import Verdict, mean_spread
+from nailseg_common.pipelines.kornia_pipeline import BatchSlices
+from nailseg_common.predict import choose_checkpoint, choose_device, load_model
+from nailseg_common.setup.command_line import lightning_ctrl_c, run_command
+from nailseg_common.setup.course import start
+from nailseg_common.setup.environment import device_description, library_versions
+from nailseg_common.setup.files import staged_file, write_json
+from nailseg_common.setup.profiles import Profile, select_profile
+from nailseg_common.setup.progress import progress
+from nailseg_common.training.finetune import (
+    PhotosOnDevice,
+    compare_starts,
+    cross_validate,
+    fine_tune,
+    k_folds,
+    paired_gain,
+    photos_on_device,
+    predict_logits,
+    save_weights,
+    score_photos,
+    start_model,
+)
+from nailseg_common.training.unet import LitNailSegmentation
+
+MODEL, SCORES, SUMMARY = "model.pt", "scores.csv", "summary.json"
+ZERO_SHOT, FINE_TUNED = "zero-shot", "fine-tuned"
+JSON_KEYS = {"hard Dice": "hard_dice", "± SE": "hard_dice_se", "IoU": "iou", "IoU ± SE": "iou_se",
+             "worst Dice": "worst_dice"}
+"""The names in summary.json of the score table's columns."""
+STOPPED = (f"stopped (Ctrl-C): nothing half-written was kept ({MODEL} is written last); run "
+           "the same command again.")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, ``--help`` explaining each option; a wrong number exits 2."""
+    parser = argparse.ArgumentParser(
+        prog="python -m nailseg_common.finetune", description=__doc__.splitlines()[0],
+        epilog="Exit status: 0 done; 2 no model written (the message says why); 130 stopped "
+               "by Ctrl-C. Then: python -m nailseg_common.predict PHOTOS MASKS --checkpoint "
+               "OUT/model.pt.")
+    parser.add_argument("photos_root", metavar="PHOTOS_ROOT", type=Path,
+                        help="your photos and masks: Images/<type>/ and Masks/<type>/, or flat "
+                             "Images/ and Masks/ (a mask has its photo's name); only read")
+    parser.add_argument("out", metavar="OUT", type=Path,
+                        help=f"where {MODEL}, {SCORES} and {SUMMARY} go")
+    parser.add_argument("--checkpoint", default="",
+                        help="the model to start from (a best-*.ckpt of notebook 02 or 04, or a "
+                             "model.pt); default: as notebook 06, of the profile's newest "
+                             "best-*.ckpt and the course's model, the better on its synthetic "
+                             "validation")
+    parser.add_argument("--profile", default="",
+                        help="smoke, cpu or gpu: the recipe (finetune_steps, finetune_lr, "
+                             "finetune_image_size...); default: $NAILSEG_PROFILE, else chosen "
+                             "from the hardware")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="optimizer steps of each run (default: the profile's finetune_steps)")
+    parser.add_argument("--image-size", type=int, default=None,
+                        help="side of the square the model sees, a multiple of 32 (default: "
+                             "the profile's finetune_image_size: smoke 64, cpu 160, gpu 384)")
+    parser.add_argument("--folds", type=int, default=5,
+                        help="folds of the cross-validation (default 5; with fewer photos, one "
+                             "a photo)")
+    parser.add_argument("--no-cross-validation", dest="cross_validation",
+                        action="store_false",
+                        help="skip the cross-validation: score the start as it is, then "
+                             "fine-tune on all the photos")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                        help="where it trains (default: auto, as the profile says: gpu on a "
+                             "GPU)")
+    parser.add_argument("--force", action="store_true", help=f"overwrite OUT/{MODEL}")
+    args = parser.parse_args(argv)
+    if args.image_size is not None and (args.image_size <= 0 or args.image_size % 32):
+        parser.error(f"--image-size {args.image_size}: the U-Net needs a positive multiple of 32.")
+    if args.steps is not None and args.steps < 1:
+        parser.error(f"--steps {args.steps}: a run needs at least 1 step.")
+    if args.folds < 2:
+        parser.error(f"--folds {args.folds}: choose 2 or more (each fold holds out some photos).")
+    return args
+
+
+def check_out(out: Path, shown: str, force: bool) -> None:
+    """DataError when ``out`` (``shown`` as typed) is a file, or holds a :data:`MODEL` and
+    not ``force``."""
+    if out.exists() and not out.is_dir():
+        raise DataError(f"OUT {shown} is a file: pass a folder.")
+    if (out / MODEL).exists() and not force:
+        raise DataError(f"{Path(shown) / MODEL} exists: pass --force to overwrite it, or "
+                        "another OUT.")
+
+
+def create_out(out: Path, shown: str) -> None:
+    """Create ``out`` (``shown`` as typed); DataError when it cannot be written."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise DataError(f"Cannot write to OUT {shown} ({error.strerror or error}): pass an OUT "
+                        "folder you can write.") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise DataError(f"Cannot write to OUT {shown} (permission denied): pass an OUT folder "
+                        "you can write.")
+
+
+def score_table(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """:func:`compare_starts`' table of ``tables``, with the standard error of the mean IoU."""
+    table = compare_starts(tables)
+    table.insert(table.columns.get_loc("IoU") + 1, "IoU ± SE",
+                 [tables[name]["iou"].sem() for name in table.index])
+    return table
+
+
+def per_photo(tables: dict[str, pd.DataFrame], frame: pd.DataFrame, root: Path) -> pd.DataFrame:
+    """One row per photo: its path under ``root``, its type, and its ``dice`` and ``iou`` by
+    each model of ``tables``."""
+    rows = pd.DataFrame({"image": [Path(image).relative_to(root).as_posix()
+                                   for image in frame["image"]], "type": frame["type"]})
+    for name, table in tables.items():
+        rows[f"{name} dice"], rows[f"{name} iou"] = table["dice"], table["iou"]
+    return rows.sort_values("image")
+
+
+def score_and_fine_tune(cfg: Profile, frame: pd.DataFrame, photos: BatchSlices, folds: list,
+                        checkpoint: Path) -> tuple[dict[str, pd.DataFrame], LitNailSegmentation]:
+    """Notebook 06's scores of every photo (``score_photos`` tables) by the start as it is
+    and, cross-validated over ``folds`` (when there are some), fine-tuned from it; and the
+    start fine-tuned on all the photos (none held out: it validates none). A bar counts the
+    runs."""
+    def start_weights(name: str = "synthetic") -> LitNailSegmentation:
+        return start_model(name, cfg.encoder, cfg.finetune_lr, cfg.finetune_steps, checkpoint)
+
+    tables = {ZERO_SHOT: score_photos(predict_logits(start_weights(), photos.images),
+                                      photos.labels, frame)}
+    everything = np.arange(len(frame))
+    with (contextlib.closing(progress(range(len(folds) + 1), "fine-tuning runs")) as runs,
+          contextlib.redirect_stdout(io.StringIO()),  # each run's step lines: the bar says it
+          warnings.catch_warnings(), lightning_ctrl_c()):
+        warnings.filterwarnings("ignore", "Total length of `DataLoader` across ranks is zero")
+
+        def counted_start(name: str) -> LitNailSegmentation:
+            next(runs)
+            return start_weights(name)
+
+        if folds:
+            tables[FINE_TUNED] = cross_validate(counted_start, ["synthetic"], frame, photos,
+                                                folds, cfg).tables["synthetic"]
+        model = counted_start("synthetic")
+        fine_tune(model, PhotosOnDevice(photos, everything, everything[:0], cfg.batch_size,
+                                        cfg.finetune_steps), cfg, "06_all_photos")
+    return tables, model
+
+
+def report(tables: dict[str, pd.DataFrame], checkpoint: Path) -> dict:
+    """Print the mean scores of ``tables`` and, with fine-tuned ones, the paired gain of
+    fine-tuning and its verdict; the same for ``summary.json``."""
+    scores = score_table(tables)
+    print("hard Dice and IoU at probability 0.5, means over the photos (± SE: the standard "
+          f"error of the mean):\n{scores.round(3).to_string()}")
+    summary = {"scores": scores.rename(columns=JSON_KEYS).to_dict(orient="index")}
+    if FINE_TUNED in tables:
+        fine_tuned, zero_shot = tables[FINE_TUNED]["dice"], tables[ZERO_SHOT]["dice"]
+        gain = paired_gain(fine_tuned, zero_shot)
+        verdict = Verdict("fine-tuning gain in hard Dice", gain["gain"], 0.0,
+                          mean_spread(fine_tuned - zero_shot), "the start as it is")
+        print(f"{verdict}; better on {gain['wins']} photos, worse on {gain['loses']}")
+        if verdict.outcome == "missed":
+            print(f"-> the start as it is does better: predict with --checkpoint {checkpoint}, "
+                  "or try fewer --steps")
+        summary.update(gain=gain, verdict=verdict.outcome)
+    return summary
+
+
+def finetune(args: argparse.Namespace, argv: list[str]) -> int:
+    """Score, fine-tune and write what ``args`` asks for; the exit status (0)."""
+    out = args.out.expanduser().resolve()
+    accelerator = (None if args.device == "auto"
+                   else "gpu" if choose_device(args.device).type == "cuda" else "cpu")
+    profile = select_profile(args.profile, accelerator=accelerator)
+    checkpoint = choose_checkpoint(args.checkpoint, profile)
+    encoder = load_model(checkpoint).hparams.encoder  # a file that is not one: DataError
+    check_out(out, str(args.out), args.force)
+    cfg, data = start(profile.name, args.photos_root.expanduser(),
+                      image_size=args.image_size or profile.finetune_image_size,
+                      finetune_steps=args.steps, encoder=encoder, accelerator=accelerator)
+    create_out(out, str(args.out))  # before the runs: an OUT it cannot write stops it now
+    frame, photos = photos_on_device(data, cfg)
+    folds = k_folds(len(frame), min(args.folds, len(frame))) if args.cross_validation else []
+    print(f"start: {checkpoint}; {len(frame)} photos, "
+          + (f"{len(folds)} folds" if folds else "no cross-validation")
+          + f"; {cfg.finetune_steps} steps a run at {cfg.image_size} px, batch {cfg.batch_size}, "
+          f"lr {cfg.finetune_lr}, on {cfg.device}")
+    tables, model = score_and_fine_tune(cfg, frame, photos, folds, checkpoint)
+    summary = report(tables, checkpoint)
+    recipe = {"start": str(checkpoint), "encoder": cfg.encoder, "image_size": cfg.image_size,
+              "batch_size": cfg.batch_size, "steps": cfg.finetune_steps, "lr": cfg.finetune_lr,
+              "keep_statistics": cfg.finetune_keep_statistics, "precision": cfg.precision,
+              "folds": len(folds)}
+    run = {"command": ["python", "-m", "nailseg_common.finetune", *argv],
+           "date": datetime.now(UTC).isoformat(timespec="seconds"),
+           "photos_root": str(data.raw), "photos": len(frame), "profile": cfg.name,
+           "device": str(cfg.device), "machine": device_description(),
+           "recipe": recipe, **summary,
+           "versions": {"python": platform.python_version(), **library_versions()}}
+    write_outputs(out, per_photo(tables, frame, data.raw), run, model, cfg.image_size)
+    print(f"{out / MODEL}: fine-tuned on all {len(frame)} photos; per-photo scores in "
+          f"{SCORES}, the run in {SUMMARY}. Masks for new photos: python -m "
+          f"nailseg_common.predict PHOTOS MASKS --checkpoint {out / MODEL}")
+    return 0
+
+
+def write_outputs(out: Path, scores: pd.DataFrame, run: dict, model: LitNailSegmentation,
+                  image_size: int) -> None:
+    """:data:`SCORES`, :data:`SUMMARY` and, last, :data:`MODEL` in ``out``, each written whole
+    or not at all; DataError naming the file when it cannot be written."""
+    path = out / SCORES
+    try:
+        with staged_file(path) as staging:
+            scores.to_csv(staging, index=False)
+        write_json(path := out / SUMMARY, run, default=float)  # numpy's numbers
+        with staged_file(path := out / MODEL) as staging:
+            save_weights(model, staging, image_size)
+    except OSError as error:
+        raise DataError(f"Cannot write {path} ({error.strerror or error}): free some space, "
+                        "or pass an OUT folder you can write.") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m nailseg_common.finetune``: the exit status; errors as one line on stderr."""
+    argv = sys.argv[1:] if argv is None else argv
+    return run_command(lambda: finetune(parse_args(argv), argv), STOPPED)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

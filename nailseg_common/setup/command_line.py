@@ -1,0 +1,42 @@
+"""How the course's commands end on a user's mistake or Ctrl-C: one line naming the file and
+the fix, no traceback."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+from collections.abc import Callable, Iterator
+
+from pytorch_lightning.utilities.exceptions import SIGTERMException
+
+from nailseg_common.data.images import DataError
+
+
+def run_command(command: Callable[[], int], stopped: str) -> int:
+    """``command()``'s exit status; a :class:`DataError` is printed on stderr as one line,
+    ``error: ...`` (a listing's lines joined), exit 2; Ctrl-C prints ``stopped``, exit 130."""
+    try:
+        return command()
+    except DataError as error:
+        lines = (line.strip() for line in str(error).splitlines())
+        print(f"error: {' '.join(line for line in lines if line)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(stopped, file=sys.stderr)
+        return 130
+
+
+@contextlib.contextmanager
+def lightning_ctrl_c() -> Iterator[None]:
+    """Lightning ends a fit that Ctrl-C stopped with ``sys.exit(1)``, Ctrl-C ignored from then
+    on: raise :class:`KeyboardInterrupt` instead (:func:`run_command`'s line), Ctrl-C's
+    handler back. Lightning's exit on SIGTERM goes on as it is."""
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        yield
+    except SIGTERMException:
+        raise
+    except SystemExit as stop:
+        signal.signal(signal.SIGINT, handler)
+        raise KeyboardInterrupt from stop

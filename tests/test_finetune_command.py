@@ -1,0 +1,169 @@
+"""``python -m nailseg_common.finetune``: notebook 06's scores and recipe in one command, the
+model it writes read by predict, and one clear line for each input it cannot use. Six tiny
+photos in the flat layout, the smoke profile (2 steps a run) at 32 px, from the shipped model."""
+
+import contextlib
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from PIL import Image
+
+from nailseg_common import predict
+from nailseg_common.finetune import MODEL, SCORES, STOPPED, SUMMARY, main
+from nailseg_common.setup.paths import REPO_ROOT
+from nailseg_common.training.finetune import PhotosOnDevice
+
+OPTIONS = ["--profile", "smoke", "--image-size", "32", "--device", "cpu"]
+
+
+def write_photos(root: Path, count: int) -> Path:
+    """``count`` photos (JPEG) with their masks (PNG, a 0/255 nail) in the flat layout."""
+    for folder in ("Images", "Masks"):
+        (root / folder).mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for index in range(count):
+        mask = np.zeros((48, 40), np.uint8)
+        mask[10 + index:30 + index, 8:24] = 255
+        photo = rng.integers(0, 120, (48, 40, 3), dtype=np.uint8)
+        photo[mask > 0] = (220, 120, 140)
+        Image.fromarray(photo).save(root / "Images" / f"nail{index}.jpg")
+        Image.fromarray(mask).save(root / "Masks" / f"nail{index}.png")
+    return root
+
+
+def run(*args) -> SimpleNamespace:
+    """``main``'s exit status, stdout and stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(arg) for arg in args])
+    return SimpleNamespace(code=code, out=out.getvalue(), err=err.getvalue())
+
+
+@pytest.fixture(scope="module")
+def fine_tuned(tmp_path_factory):
+    """One run on six photos, two folds; data and runs in a fresh folder (no local checkpoint:
+    the start is the shipped model)."""
+    root = tmp_path_factory.mktemp("finetune_command")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NAILSEG_DATA_DIR", str(root / "data"))
+        patch.setenv("NAILSEG_RUNS_DIR", str(root / "runs"))
+        photos, out = write_photos(root / "nails", 6), root / "out"
+        result = run(photos, out, *OPTIONS, "--folds", "2")
+        yield SimpleNamespace(root=root, photos=photos, out=out, result=result)
+
+
+@pytest.fixture
+def folders(fine_tuned, monkeypatch, tmp_path):
+    monkeypatch.setenv("NAILSEG_DATA_DIR", str(fine_tuned.root / "data"))
+    monkeypatch.setenv("NAILSEG_RUNS_DIR", str(tmp_path / "runs"))
+    return tmp_path
+
+
+def test_the_scores_the_model_and_the_run_are_written_and_predict_takes_the_model(
+        fine_tuned, tmp_path):
+    result, out = fine_tuned.result, fine_tuned.out
+    assert result.code == 0, result.err
+    assert result.err == ""
+    assert "fine-tuning runs: 100%" in result.out and "3/3" in result.out  # 2 folds, all photos
+    assert "fine-tuning gain in hard Dice" in result.out
+    scores = pd.read_csv(out / SCORES)
+    assert list(scores.columns) == ["image", "type", "zero-shot dice", "zero-shot iou",
+                                    "fine-tuned dice", "fine-tuned iou"]
+    assert list(scores["image"]) == [f"Images/nail{index}.jpg" for index in range(6)]
+    assert scores.drop(columns=["image", "type"]).apply(lambda c: c.between(0, 1)).all().all()
+    summary = json.loads((out / SUMMARY).read_text())
+    assert summary["profile"] == "smoke" and summary["device"] == "cpu"
+    assert summary["recipe"]["steps"] == 2 and summary["recipe"]["folds"] == 2
+    assert summary["recipe"]["image_size"] == 32 and summary["photos"] == 6
+    assert summary["scores"]["fine-tuned"]["photos"] == 6
+    assert summary["scores"]["fine-tuned"]["hard_dice"] == pytest.approx(
+        scores["fine-tuned dice"].mean())
+    assert {"torch", "python"} <= summary["versions"].keys() and summary["date"]
+    assert torch.load(out / MODEL, weights_only=True)["image_size"] == 32
+    assert not [path for path in out.iterdir() if path.name.startswith(".")]  # no staging left
+
+    masks = tmp_path / "masks"
+    with contextlib.redirect_stdout(io.StringIO()):
+        code = predict.main([str(fine_tuned.photos / "Images"), str(masks), "--checkpoint",
+                             str(out / MODEL), "--device", "cpu"])
+    assert code == 0
+    mask = np.asarray(Image.open(masks / "nail0.png"))
+    assert mask.shape == (48, 40) and set(np.unique(mask)) <= {0, 255}
+
+
+def test_model_pt_is_kept_without_force_and_replaced_with_it(fine_tuned, folders):
+    out = folders / "out"
+    out.mkdir()
+    (out / MODEL).write_bytes(b"an earlier model")
+    refused = run(fine_tuned.photos, out, *OPTIONS)
+    assert refused.code == 2 and refused.out == ""
+    assert refused.err == (f"error: {out / MODEL} exists: pass --force to overwrite it, or "
+                           "another OUT.\n")
+    assert (out / MODEL).read_bytes() == b"an earlier model"
+
+    forced = run(fine_tuned.photos, out, *OPTIONS, "--no-cross-validation", "--force")
+    assert forced.code == 0, forced.err
+    assert "1/1" in forced.out and "gain" not in forced.out
+    assert list(pd.read_csv(out / SCORES).columns) == ["image", "type", "zero-shot dice",
+                                                       "zero-shot iou"]
+    assert torch.load(out / MODEL, weights_only=True)["image_size"] == 32
+
+
+def _missing_masks(root: Path) -> Path:
+    photos = write_photos(root / "no_masks", 4)
+    (photos / "Masks" / "nail2.png").unlink()
+    return photos
+
+
+@pytest.mark.parametrize("photos, options, message", [
+    (lambda root: root / "absent", [], "absent does not exist"),
+    (_missing_masks, [], "1 image(s) without a mask of the same name: Images/nail2.jpg"),
+    (lambda root: write_photos(root / "one", 1), [], "has only 1 image(s)"),
+    (lambda root: write_photos(root / "two", 2), ["--profile", "laptop"],
+     "Unknown profile 'laptop'"),
+    pytest.param(lambda root: write_photos(root / "two", 2),
+                 ["--profile", "gpu", "--device", "auto"], "Profile 'gpu' needs a CUDA GPU",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is here")),
+], ids=["missing folder", "missing masks", "too few photos", "bad profile", "gpu without a GPU"])
+def test_a_mistake_ends_in_one_line_and_writes_nothing(folders, photos, options, message):
+    out = folders / "out"
+    result = run(photos(folders), out, *OPTIONS, *options)
+    assert result.code == 2
+    assert result.err.startswith("error: ") and result.err.count("\n") == 1
+    assert message in result.err
+    assert not out.exists()
+
+
+def test_ctrl_c_in_a_run_ends_in_one_line(fine_tuned, folders, monkeypatch):
+    def interrupt(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(PhotosOnDevice, "train_dataloader", interrupt)
+    handler = signal.getsignal(signal.SIGINT)
+    result = run(fine_tuned.photos, folders / "out", *OPTIONS)
+    assert (result.code, result.err) == (130, STOPPED + "\n")
+    assert signal.getsignal(signal.SIGINT) is handler  # Lightning ignores Ctrl-C after its own
+    assert not (folders / "out" / MODEL).exists()
+
+
+def test_the_command_line_names_the_missing_folder_without_a_traceback(tmp_path):
+    environment = {**os.environ, "NO_ALBUMENTATIONS_UPDATE": "1",
+                   "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT),
+                                                               os.environ.get("PYTHONPATH")]))}
+    command = [sys.executable, "-m", "nailseg_common.finetune", str(tmp_path / "absent"),
+               str(tmp_path / "out"), "--profile", "smoke"]
+    done = subprocess.run(command, capture_output=True, text=True, env=environment, cwd=tmp_path,
+                          check=False)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"error: Data root {tmp_path / 'absent'} does not exist")
+    assert done.stderr.count("\n") == 1
