@@ -719,6 +719,11 @@ def save_weights(model: LitNailSegmentation, path: str | Path, image_size: int) 
 # `resolve_checkpoint` would. Here it runs with the best start's model of the last fold, on
 # a copy of that fold's held-out photos, which the model never saw, called from Python with
 # the same arguments (`predict.main`, which returns the command's exit status).
+#
+# The model to keep for your photos is trained on all of them. One command does that with
+# this notebook's recipe, from the same synthetic start: `python -m nailseg_common.finetune
+# PHOTOS_ROOT OUT` cross-validates the recipe, prints the scores and the gain over the start
+# as it is, and writes `OUT/model.pt` for `predict --checkpoint`.
 
 # %%
 import shutil
@@ -758,7 +763,8 @@ plt.show()
 #   with its standard error per start, and a paired gain with its own that says whether one
 #   start really beats another. The learning curve says whether more photos would help.
 # - `save_weights` and `python -m nailseg_common.predict` turn the chosen model into masks
-#   and overlays for any folder of photos.
+#   and overlays for any folder of photos; `python -m nailseg_common.finetune` trains the
+#   model to keep on all your photos.
 #
 # ## Exercises
 #

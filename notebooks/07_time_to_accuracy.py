@@ -9,8 +9,8 @@
 #     - pytorch-lightning
 #     date: '2026-11-23'
 #     description: Once the input pipeline keeps up, the training step is the limit.
-#       Make the whole training reach a quality level sooner, one measured change at a
-#       time (fused AdamW, a larger batch with its own recipe, torch.compile compiled
+#       Make the whole training reach a quality level sooner, one measured change at
+#       a time (fused AdamW, a larger batch with its own recipe, torch.compile compiled
 #       once), time it over seeds, count the model's FLOPs, and re-measure the input
 #       pipelines against the faster step.
 #   jupytext:

@@ -13,8 +13,8 @@
 #       Lightning's DDP launcher runs once per GPU, with DALI reading one shard of the
 #       training set per GPU. Measured, not assumed - images per second on two GPUs
 #       over one, every training image exactly once per epoch (checked with sample ids),
-#       validation on two GPUs equal to validation on one, and time to the IoU that every
-#       seed of notebook 07 reaches.
+#       validation on two GPUs equal to validation on one, and time to the IoU that
+#       every seed of notebook 07 reaches.
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: blog
