@@ -49,11 +49,6 @@ def test_published_notebook_ran_on_its_gpu_without_errors(pair, request):
 # Published copies older than their source, because the machine their run needs was not
 # lent; published/README.md says which run they are and why. Each entry is a debt.
 AWAITING_RERUN: dict[str, str] = {
-    "02_lightning_baseline.ipynb": "is the run at 1958fcc; outline_verdict's import and the "
-                                   "walrus-free cells are newer",
-    "03_kornia_gpu_augmentation.ipynb": "is the run at 1958fcc; outline_verdict's import is newer",
-    "04_dali_pipeline.ipynb": "is the run at 1958fcc; outline_verdict's import is newer",
-    "06_your_own_photos.ipynb": "is the run at 1958fcc; its checkpoint path shown relative is newer",
     "08_two_gpus.ipynb": "is the run at 1958fcc; set_matmul_precision and the results path shown "
                          "relative are newer (two GPUs)",
 }
