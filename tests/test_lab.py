@@ -231,3 +231,16 @@ def test_committed_progressive_resizing_summary_follows_from_its_runs():
         assert row["final_iou"] == curve[-1] and row["steps"] == int(list(run["val_iou_by_step"])[-1])
         assert row["best_iou"] is None or row["best_iou"] == pytest.approx(max(curve), abs=1e-4)
         assert not run["reached_iou_085"] and max(curve) < 0.85
+
+
+def test_real_photos_recipe_cross_validates_by_hand_and_scores_flips(tmp_path):
+    from lab.real_photos_recipe import real_photos_recipe
+    folds = real_photos_recipe.hand_folds(["a_1.jpg", "a_2.jpg", "b_1.jpg", "b_2.jpg", "c_1.jpg"], 2)
+    hands_held = [{name[0] for name in np.array(["a", "a", "b", "b", "c"])[held]} for _, held in folds]
+    assert not hands_held[0] & hands_held[1]  # a hand's shots are held out together
+    out = tmp_path / "runs.jsonl"
+    real_photos_recipe.main(["--data-root", "", "--profile", "smoke", "--recipes", "smoke",
+                             "--folds", "2", "--out", str(out)])
+    row = json.loads(out.read_text())
+    assert row["folds"] == 2 and row["fine_tuned_dice"]["n"] == row["photos"]
+    assert 0 <= row["fine_tuned_dice_flips"]["mean"] <= 1 and row["seconds_all_folds"] > 0

@@ -1,0 +1,152 @@
+"""Which fine-tuning recipe does best on real photos? Notebook 06's fine-tuning, cross-validated.
+
+    python -m lab.real_photos_recipe.real_photos_recipe --data-root PHOTOS --profile gpu \\
+        --recipes r384_s120,r384_s600 --out runs.jsonl
+
+Every recipe fine-tunes the same start (the checkpoint notebook 06 takes: the shipped model
+where no local one is better) with 06's own functions (``start_model``, ``PhotosOnDevice``,
+``fine_tune``), on k folds that keep the shots of one hand together (photos named
+``<hand>_1``, ``<hand>_2``), and scores every held-out photo: hard Dice and IoU at
+threshold 0.5, per photo, at the recipe's side; ``_flips``: the same models, each held-out
+logit the mean of the photo's and its mirror's (test-time flip averaging). One JSON line per
+recipe, with the zero-shot score of the start at the same side, device, versions and date.
+``--profile smoke`` checks the code path in seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import gc
+import json
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from nailseg_common.setup.course import start
+from nailseg_common.setup.environment import device_description, library_versions
+from nailseg_common.training.finetune import (
+    PhotosOnDevice,
+    fine_tune,
+    photos_on_device,
+    predict_logits,
+    score_photos,
+    start_model,
+)
+from nailseg_common.training.run_logs import checkpoint_hparams, resolve_checkpoint
+
+RECIPES = {  # name: side, optimizer steps, peak learning rate, keep BatchNorm statistics
+    "r384_s120": {"side": 384, "steps": 120, "lr": 7e-4, "keep": False},
+    "r384_s600": {"side": 384, "steps": 600, "lr": 7e-4, "keep": False},
+    "r384_s600_lr3e-4": {"side": 384, "steps": 600, "lr": 3e-4, "keep": False},
+    "r384_s600_lr2e-3": {"side": 384, "steps": 600, "lr": 2e-3, "keep": False},
+    "r384_s600_keep": {"side": 384, "steps": 600, "lr": 7e-4, "keep": True},
+    "r384_s1500": {"side": 384, "steps": 1500, "lr": 7e-4, "keep": False},
+    "r512_s600": {"side": 512, "steps": 600, "lr": 7e-4, "keep": False},
+    "r256_s600": {"side": 256, "steps": 600, "lr": 7e-4, "keep": False},
+    "cpu160_s40": {"side": 160, "steps": 40, "lr": 1e-4, "keep": True},
+    "cpu160_s80_lr3e-4": {"side": 160, "steps": 80, "lr": 3e-4, "keep": True},
+    "cpu160_s80_lr1e-3": {"side": 160, "steps": 80, "lr": 1e-3, "keep": True},
+    "cpu160_s80_lr1e-3_relearn": {"side": 160, "steps": 80, "lr": 1e-3, "keep": False},
+    "cpu160_s160_lr1e-3": {"side": 160, "steps": 160, "lr": 1e-3, "keep": True},
+    "smoke": {"side": 64, "steps": 2, "lr": 1e-3, "keep": True},
+}
+
+
+def hand_folds(names: list[str], folds: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(training, held_out)`` indices of each fold; the shots of one hand (``<hand>_<n>``)
+    share a fold."""
+    hands = [re.sub(r"_\d+$", "", Path(name).stem) for name in names]
+    groups = sorted(set(hands))
+    order = np.random.default_rng(seed).permutation(len(groups))
+    fold_of = {groups[g]: i % folds for i, g in enumerate(order)}
+    index = np.arange(len(names))
+    held = [index[[fold_of[h] == fold for h in hands]] for fold in range(folds)]
+    return [(np.random.default_rng(seed + k).permutation(index[~np.isin(index, h)]), h)
+            for k, h in enumerate(held)]
+
+
+def logits_of(model, images: torch.Tensor, flips: bool) -> torch.Tensor:
+    """``model``'s logits of ``images``; with ``flips``, the mean with its mirrored images'."""
+    logits = predict_logits(model, images)
+    if flips:
+        logits = 0.5 * (logits + predict_logits(model, images.flip(-1)).flip(-1))
+    return logits
+
+
+def mean_se(values) -> dict:
+    """Mean, standard error of the mean and count of ``values``."""
+    values = np.asarray(values, dtype=float)
+    return {"mean": float(values.mean()), "se": float(values.std(ddof=1) / np.sqrt(len(values))),
+            "n": len(values)}
+
+
+def run_recipe(name: str, recipe: dict, args, prepared: dict) -> dict:
+    """The JSON line of ``recipe`` cross-validated on ``args.data_root``; ``prepared`` keeps
+    the photos on the device at each side already read."""
+    side = recipe["side"]
+    if side not in prepared:
+        cfg, data = start(args.profile, args.data_root, image_size=side, batch_size=args.batch)
+        frame, photos = photos_on_device(data, cfg)
+        prepared[side] = (cfg, frame, photos)
+    cfg, frame, photos = prepared[side]
+    cfg = dataclasses.replace(cfg, finetune_steps=recipe["steps"], finetune_lr=recipe["lr"],
+                              finetune_keep_statistics=recipe["keep"])
+    checkpoint = resolve_checkpoint(args.checkpoint, cfg)
+    encoder = checkpoint_hparams(checkpoint)["encoder"]
+    folds = hand_folds(list(frame["image"]), args.folds)
+    zero = start_model("synthetic", encoder, cfg.finetune_lr, cfg.finetune_steps, checkpoint)
+    zero_scores = score_photos(logits_of(zero, photos.images, False), photos.labels, frame)
+    del zero
+    logits = {flips: torch.zeros(len(frame), 1, side, side) for flips in (False, True)}
+    began = time.perf_counter()
+    for fold, (train, held_out) in enumerate(folds):
+        model = start_model("synthetic", encoder, cfg.finetune_lr, cfg.finetune_steps, checkpoint)
+        datamodule = PhotosOnDevice(photos, train, held_out, cfg.batch_size, cfg.finetune_steps, seed=fold)
+        fine_tune(model, datamodule, cfg, f"lab_{name}", seed=fold)
+        for flips, held_out_logits in logits.items():
+            held_out_logits[held_out] = logits_of(model, photos.images[held_out], flips)
+        del model, datamodule  # with the CUDA graphs of the fold: gone before the next
+        gc.collect()
+        torch.cuda.empty_cache()
+    seconds = time.perf_counter() - began
+    scores, flipped = (score_photos(logits[flips], photos.labels, frame) for flips in (False, True))
+    return {"recipe": name, **recipe, "batch": cfg.batch_size, "encoder": encoder,
+            "checkpoint": checkpoint.name, "folds": len(folds), "photos": len(frame),
+            "fine_tuned_dice": mean_se(scores["dice"]), "fine_tuned_iou": mean_se(scores["iou"]),
+            "fine_tuned_dice_flips": mean_se(flipped["dice"]),
+            "flips_gain": mean_se(flipped["dice"] - scores["dice"]),
+            "zero_shot_dice": mean_se(zero_scores["dice"]),
+            "gain": mean_se(scores["dice"] - zero_scores["dice"]),
+            "worst_dice": float(scores["dice"].min()), "seconds_all_folds": seconds,
+            "device": device_description(), "versions": library_versions(),
+            "date": datetime.date.today().isoformat(), "profile": cfg.name}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run each of ``--recipes`` and append its line to ``--out``."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-root", required=True)
+    parser.add_argument("--profile", default="")
+    parser.add_argument("--recipes", default="r384_s120,r384_s600")
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--batch", type=int, default=None)
+    parser.add_argument("--checkpoint", default="")
+    parser.add_argument("--out", type=Path, required=True, help="JSON lines, one per recipe")
+    args = parser.parse_args(argv)
+    prepared: dict = {}
+    for name in args.recipes.split(","):
+        row = run_recipe(name, RECIPES[name], args, prepared)
+        print(json.dumps({k: row[k] for k in ("recipe", "fine_tuned_dice", "fine_tuned_dice_flips", "zero_shot_dice",
+                                              "seconds_all_folds")}), flush=True)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        with args.out.open("a") as lines:
+            lines.write(json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+    main()
