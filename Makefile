@@ -46,11 +46,12 @@ $(BUILD)/notebooks/%.ipynb: notebooks/%.ipynb $(ENV_STAMP)
 # `make blog BLOG_FROM=build/notebooks` renders your own run instead.
 # BLOG_THEME is the Jekyll theme the posts are for (minima, fastpages, minimal-mistakes: their
 # post layout and the front matter it reads; docs/posts.md); BLOG_LAYOUT another layout.
-# BLOG_REPO_URL is the repository each post links to: by default the git remote `origin`.
+# BLOG_REPO_URL is the repository each post links to: by default the git remote `origin`, when
+# it is a web address (a clone of a local folder links to none).
 BLOG_FROM ?= $(if $(wildcard published/*.ipynb),published,$(BUILD)/notebooks)
 BLOG_THEME ?= minima
 BLOG_LAYOUT ?=
-BLOG_REPO_URL ?= $(shell git remote get-url origin 2>/dev/null | sed -E 's#^git@([^:]+):#https://\1/#; s#\.git$$##')
+BLOG_REPO_URL ?= $(shell git remote get-url origin 2>/dev/null | sed -E 's#^git@([^:]+):#https://\1/#; s#\.git$$##' | grep -E '^https?://')
 blog: env  ## render the published edition into Jekyll posts (build/blog) and a static site (build/site)
 	$(PY) -m tools.publishing.blog --notebooks $(BLOG_FROM) --posts $(BUILD)/blog/_posts --site $(BUILD)/site --theme $(BLOG_THEME) $(if $(BLOG_LAYOUT),--layout $(BLOG_LAYOUT)) $(if $(BLOG_REPO_URL),--repo-url $(BLOG_REPO_URL))
 

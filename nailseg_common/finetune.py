@@ -92,6 +92,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "from the hardware")
     parser.add_argument("--steps", type=int, default=None,
                         help="optimizer steps of each run (default: the profile's finetune_steps)")
+    parser.add_argument("--lr", type=float, default=None,
+                        help="peak learning rate of each run (default: the profile's "
+                             "finetune_lr: cpu 1e-4, gpu 7e-4); with more --steps a higher one "
+                             "may pay, see lab/real_photos_recipe")
     parser.add_argument("--image-size", type=int, default=None,
                         help="side of the square the model sees, a multiple of 32 (default: "
                              "the profile's finetune_image_size: smoke 64, cpu 160, gpu 384)")
@@ -111,6 +115,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--image-size {args.image_size}: the U-Net needs a positive multiple of 32.")
     if args.steps is not None and args.steps < 1:
         parser.error(f"--steps {args.steps}: a run needs at least 1 step.")
+    if args.lr is not None and not 0 < args.lr < 1:
+        parser.error(f"--lr {args.lr}: choose a peak learning rate between 0 and 1, e.g. 1e-3.")
     if args.folds < 2:
         parser.error(f"--folds {args.folds}: choose 2 or more (each fold holds out some photos).")
     return args
@@ -217,7 +223,8 @@ def finetune(args: argparse.Namespace, argv: list[str]) -> int:
     check_out(out, str(args.out), args.force)
     cfg, data = start(profile.name, args.photos_root.expanduser(),
                       image_size=args.image_size or profile.finetune_image_size,
-                      finetune_steps=args.steps, encoder=encoder, accelerator=accelerator)
+                      finetune_steps=args.steps, finetune_lr=args.lr, encoder=encoder,
+                      accelerator=accelerator)
     create_out(out, str(args.out))  # before the runs: an OUT it cannot write stops it now
     frame, photos = photos_on_device(data, cfg)
     folds = k_folds(len(frame), min(args.folds, len(frame))) if args.cross_validation else []

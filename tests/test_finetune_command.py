@@ -58,7 +58,7 @@ def fine_tuned(tmp_path_factory):
         patch.setenv("NAILSEG_DATA_DIR", str(root / "data"))
         patch.setenv("NAILSEG_RUNS_DIR", str(root / "runs"))
         photos, out = write_photos(root / "nails", 6), root / "out"
-        result = run(photos, out, *OPTIONS, "--folds", "2")
+        result = run(photos, out, *OPTIONS, "--folds", "2", "--lr", "2e-3")
         yield SimpleNamespace(root=root, photos=photos, out=out, result=result)
 
 
@@ -84,6 +84,7 @@ def test_the_scores_the_model_and_the_run_are_written_and_predict_takes_the_mode
     summary = json.loads((out / SUMMARY).read_text())
     assert summary["profile"] == "smoke" and summary["device"] == "cpu"
     assert summary["recipe"]["steps"] == 2 and summary["recipe"]["folds"] == 2
+    assert summary["recipe"]["lr"] == 2e-3
     assert summary["recipe"]["image_size"] == 32 and summary["photos"] == 6
     assert summary["scores"]["fine-tuned"]["photos"] == 6
     assert summary["scores"]["fine-tuned"]["hard_dice"] == pytest.approx(
@@ -167,3 +168,13 @@ def test_the_command_line_names_the_missing_folder_without_a_traceback(tmp_path)
     assert done.returncode == 2
     assert done.stderr.startswith(f"error: Data root {tmp_path / 'absent'} does not exist")
     assert done.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("option, message", [(["--steps", "0"], "at least 1 step"),
+                                             (["--lr", "0"], "between 0 and 1"),
+                                             (["--image-size", "100"], "multiple of 32")])
+def test_a_wrong_number_exits_2_naming_the_option(tmp_path, capsys, option, message):
+    with pytest.raises(SystemExit) as stop:
+        main([str(tmp_path / "photos"), str(tmp_path / "out"), *option])
+    assert stop.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
