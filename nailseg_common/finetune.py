@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import os
 import platform
 import sys
 import warnings
@@ -39,7 +38,7 @@ from nailseg_common.data.images import DataError
 from nailseg_common.measure.targets import Verdict, mean_spread
 from nailseg_common.pipelines.kornia_pipeline import BatchSlices
 from nailseg_common.predict import choose_checkpoint, choose_device, load_model
-from nailseg_common.setup.command_line import lightning_ctrl_c, run_command
+from nailseg_common.setup.command_line import create_out, lightning_ctrl_c, run_command
 from nailseg_common.setup.course import start
 from nailseg_common.setup.environment import device_description, library_versions
 from nailseg_common.setup.files import staged_file, write_json
@@ -130,18 +129,6 @@ def check_out(out: Path, shown: str, force: bool) -> None:
     if (out / MODEL).exists() and not force:
         raise DataError(f"{Path(shown) / MODEL} exists: pass --force to overwrite it, or "
                         "another OUT.")
-
-
-def create_out(out: Path, shown: str) -> None:
-    """Create ``out`` (``shown`` as typed); DataError when it cannot be written."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise DataError(f"Cannot write to OUT {shown} ({error.strerror or error}): pass an OUT "
-                        "folder you can write.") from None
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise DataError(f"Cannot write to OUT {shown} (permission denied): pass an OUT folder "
-                        "you can write.")
 
 
 def score_table(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:

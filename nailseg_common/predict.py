@@ -48,7 +48,7 @@ from torch import nn
 from nailseg_common.data.images import DataError, read_rgb
 from nailseg_common.data.preparation import IMAGE_SUFFIXES
 from nailseg_common.pipelines.albumentations_pipeline import valid_transform
-from nailseg_common.setup.command_line import run_command
+from nailseg_common.setup.command_line import create_out, run_command, unwritable_out
 from nailseg_common.setup.files import staged_file
 from nailseg_common.setup.paths import runs_dir, shown
 from nailseg_common.setup.profiles import Profile, select_profile
@@ -207,13 +207,12 @@ def check_out(out: Path, shown: str, targets: list[Path], photos: list[Path]) ->
 def claim(out: Path, shown: str) -> None:
     """Create ``out`` with its :data:`MARKER`, before the first output; DataError naming OUT
     when it cannot be written."""
+    create_out(out, shown)
     try:
-        out.mkdir(parents=True, exist_ok=True)
         (out / MARKER).write_text("Written by python -m nailseg_common.predict: this folder "
                                   "holds masks and overlays, and is never read as photos.\n")
     except OSError as error:
-        raise DataError(f"Cannot write to OUT {shown} ({error.strerror or error}): pass an OUT "
-                        "folder you can write.") from None
+        raise unwritable_out(shown, error.strerror or str(error)) from None
 
 
 def output_paths(photos: list[Path], root: Path, out: Path) -> dict[Path, tuple[Path, Path]]:

@@ -106,7 +106,8 @@ def run_recipe(name: str, recipe: dict, args, prepared: dict) -> dict:
     began = time.perf_counter()
     for fold, (train, held_out) in enumerate(folds):
         model = start_model("synthetic", encoder, cfg.finetune_lr, cfg.finetune_steps, checkpoint)
-        datamodule = PhotosOnDevice(photos, train, held_out, cfg.batch_size, cfg.finetune_steps, seed=fold)
+        datamodule = PhotosOnDevice(photos, train, held_out, cfg.batch_size, cfg.finetune_steps,
+                                    seed=fold)
         fine_tune(model, datamodule, cfg, f"lab_{name}", seed=fold)
         for flips, held_out_logits in logits.items():
             held_out_logits[held_out] = logits_of(model, photos.images[held_out], flips)
@@ -139,11 +140,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, required=True, help="JSON lines, one per recipe")
     args = parser.parse_args(argv)
     prepared: dict = {}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    shown = ("recipe", "fine_tuned_dice", "fine_tuned_dice_flips", "zero_shot_dice",
+             "seconds_all_folds")
     for name in args.recipes.split(","):
         row = run_recipe(name, RECIPES[name], args, prepared)
-        print(json.dumps({k: row[k] for k in ("recipe", "fine_tuned_dice", "fine_tuned_dice_flips", "zero_shot_dice",
-                                              "seconds_all_folds")}), flush=True)
-        args.out.parent.mkdir(parents=True, exist_ok=True)
+        print(json.dumps({key: row[key] for key in shown}), flush=True)
         with args.out.open("a") as lines:
             lines.write(json.dumps(row) + "\n")
 

@@ -4,9 +4,11 @@ the fix, no traceback."""
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
@@ -25,6 +27,22 @@ def run_command(command: Callable[[], int], stopped: str) -> int:
     except KeyboardInterrupt:
         print(stopped, file=sys.stderr)
         return 130
+
+
+def unwritable_out(shown: str, reason: str) -> DataError:
+    """The error of a command's OUT folder (``shown`` as typed) that cannot be written."""
+    return DataError(f"Cannot write to OUT {shown} ({reason}): pass an OUT folder you can write.")
+
+
+def create_out(out: Path, shown: str) -> None:
+    """Create a command's OUT folder ``out`` (``shown`` as typed) before its first output;
+    :func:`unwritable_out` when it cannot be created or written."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise unwritable_out(shown, error.strerror or str(error)) from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise unwritable_out(shown, "permission denied")
 
 
 @contextlib.contextmanager
