@@ -41,6 +41,9 @@ from nailseg_common.training.run_logs import checkpoint_hparams, resolve_checkpo
 
 RECIPES = {  # name: side, optimizer steps, peak learning rate, keep BatchNorm statistics
     "r384_s120": {"side": 384, "steps": 120, "lr": 7e-4, "keep": False},
+    "r384_s120_lr1.4e-3": {"side": 384, "steps": 120, "lr": 1.4e-3, "keep": False},
+    "r384_s120_lr2e-3": {"side": 384, "steps": 120, "lr": 2e-3, "keep": False},
+    "r384_s240_lr2e-3": {"side": 384, "steps": 240, "lr": 2e-3, "keep": False},
     "r384_s600": {"side": 384, "steps": 600, "lr": 7e-4, "keep": False},
     "r384_s600_lr3e-4": {"side": 384, "steps": 600, "lr": 3e-4, "keep": False},
     "r384_s600_lr2e-3": {"side": 384, "steps": 600, "lr": 2e-3, "keep": False},
@@ -49,6 +52,8 @@ RECIPES = {  # name: side, optimizer steps, peak learning rate, keep BatchNorm s
     "r512_s600": {"side": 512, "steps": 600, "lr": 7e-4, "keep": False},
     "r256_s600": {"side": 256, "steps": 600, "lr": 7e-4, "keep": False},
     "cpu160_s40": {"side": 160, "steps": 40, "lr": 1e-4, "keep": True},
+    "cpu160_s40_lr3e-4": {"side": 160, "steps": 40, "lr": 3e-4, "keep": True},
+    "cpu160_s40_lr1e-3": {"side": 160, "steps": 40, "lr": 1e-3, "keep": True},
     "cpu160_s80_lr3e-4": {"side": 160, "steps": 80, "lr": 3e-4, "keep": True},
     "cpu160_s80_lr1e-3": {"side": 160, "steps": 80, "lr": 1e-3, "keep": True},
     "cpu160_s80_lr1e-3_relearn": {"side": 160, "steps": 80, "lr": 1e-3, "keep": False},
@@ -98,32 +103,45 @@ def run_recipe(name: str, recipe: dict, args, prepared: dict) -> dict:
                               finetune_keep_statistics=recipe["keep"])
     checkpoint = resolve_checkpoint(args.checkpoint, cfg)
     encoder = checkpoint_hparams(checkpoint)["encoder"]
-    folds = hand_folds(list(frame["image"]), args.folds)
     zero = start_model("synthetic", encoder, cfg.finetune_lr, cfg.finetune_steps, checkpoint)
     zero_scores = score_photos(logits_of(zero, photos.images, False), photos.labels, frame)
     del zero
-    logits = {flips: torch.zeros(len(frame), 1, side, side) for flips in (False, True)}
+    dice = {flips: [] for flips in (False, True)}  # per seed, one score per photo
+    iou = []
     began = time.perf_counter()
-    for fold, (train, held_out) in enumerate(folds):
-        model = start_model("synthetic", encoder, cfg.finetune_lr, cfg.finetune_steps, checkpoint)
-        datamodule = PhotosOnDevice(photos, train, held_out, cfg.batch_size, cfg.finetune_steps,
-                                    seed=fold)
-        fine_tune(model, datamodule, cfg, f"lab_{name}", seed=fold)
-        for flips, held_out_logits in logits.items():
-            held_out_logits[held_out] = logits_of(model, photos.images[held_out], flips)
-        del model, datamodule  # with the CUDA graphs of the fold: gone before the next
-        gc.collect()
-        torch.cuda.empty_cache()
-    seconds = time.perf_counter() - began
-    scores, flipped = (score_photos(logits[flips], photos.labels, frame) for flips in (False, True))
+    for repeat in range(args.seeds):
+        folds = hand_folds(list(frame["image"]), args.folds, seed=repeat)
+        logits = {flips: torch.zeros(len(frame), 1, side, side) for flips in (False, True)}
+        for fold, (train, held_out) in enumerate(folds):
+            seed = repeat * len(folds) + fold
+            model = start_model("synthetic", encoder, cfg.finetune_lr, cfg.finetune_steps,
+                                checkpoint)
+            datamodule = PhotosOnDevice(photos, train, held_out, cfg.batch_size,
+                                        cfg.finetune_steps, seed=seed)
+            fine_tune(model, datamodule, cfg, f"lab_{name}", seed=seed)
+            for flips, held_out_logits in logits.items():
+                held_out_logits[held_out] = logits_of(model, photos.images[held_out], flips)
+            del model, datamodule  # with the CUDA graphs of the fold: gone before the next
+            gc.collect()
+            torch.cuda.empty_cache()
+        for flips, by_seed in dice.items():
+            table = score_photos(logits[flips], photos.labels, frame)
+            by_seed.append(table["dice"].to_numpy())
+        iou.append(table["iou"].to_numpy())  # with flips, as the last table
+    seconds = (time.perf_counter() - began) / args.seeds
+    plain, flipped = (np.mean(dice[flips], axis=0) for flips in (False, True))
     return {"recipe": name, **recipe, "batch": cfg.batch_size, "encoder": encoder,
-            "checkpoint": checkpoint.name, "folds": len(folds), "photos": len(frame),
-            "fine_tuned_dice": mean_se(scores["dice"]), "fine_tuned_iou": mean_se(scores["iou"]),
-            "fine_tuned_dice_flips": mean_se(flipped["dice"]),
-            "flips_gain": mean_se(flipped["dice"] - scores["dice"]),
+            "checkpoint": checkpoint.name, "folds": args.folds, "seeds": args.seeds,
+            "photos": len(frame),
+            "fine_tuned_dice": mean_se(plain), "fine_tuned_dice_flips": mean_se(flipped),
+            "fine_tuned_iou_flips": mean_se(np.mean(iou, axis=0)),
+            "seed_means": [round(float(d.mean()), 4) for d in dice[False]],
+            "seed_means_flips": [round(float(d.mean()), 4) for d in dice[True]],
+            "flips_gain": mean_se(flipped - plain),
             "zero_shot_dice": mean_se(zero_scores["dice"]),
-            "gain": mean_se(scores["dice"] - zero_scores["dice"]),
-            "worst_dice": float(scores["dice"].min()), "seconds_all_folds": seconds,
+            "gain": mean_se(plain - zero_scores["dice"]),
+            "worst_dice": float(plain.min()), "seconds_all_folds": seconds,
+            "photo_dice": [round(float(d), 4) for d in plain],
             "device": device_description(), "versions": library_versions(),
             "date": datetime.date.today().isoformat(), "profile": cfg.name}
 
@@ -135,6 +153,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile", default="")
     parser.add_argument("--recipes", default="r384_s120,r384_s600")
     parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--seeds", type=int, default=1,
+                        help="repeats, each with its own folds and seeds; scores per photo "
+                             "averaged over them")
     parser.add_argument("--batch", type=int, default=None)
     parser.add_argument("--checkpoint", default="")
     parser.add_argument("--out", type=Path, required=True, help="JSON lines, one per recipe")
