@@ -1,4 +1,4 @@
-"""The published edition (published/): executed on an H100 (notebook 08 on two H200s),
+"""The published edition (published/): executed on an H100 (notebook 08 on two H100s of one host),
 without errors, and still the code of notebooks/."""
 
 import base64
@@ -48,10 +48,7 @@ def test_published_notebook_ran_on_its_gpu_without_errors(pair, request):
 
 # Published copies older than their source, because the machine their run needs was not
 # lent; published/README.md says which run they are and why. Each entry is a debt.
-AWAITING_RERUN: dict[str, str] = {
-    "08_two_gpus.ipynb": "is the run at 1958fcc; set_matmul_precision and the results path shown "
-                         "relative are newer (two GPUs)",
-}
+AWAITING_RERUN: dict[str, str] = {}
 
 
 def test_published_code_is_the_code_of_the_notebook(pair, request):
