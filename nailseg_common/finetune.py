@@ -93,7 +93,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="optimizer steps of each run (default: the profile's finetune_steps)")
     parser.add_argument("--lr", type=float, default=None,
                         help="peak learning rate of each run (default: the profile's "
-                             "finetune_lr: cpu 1e-4, gpu 7e-4); with more --steps a higher one "
+                             "finetune_lr: cpu 3e-4, gpu 7e-4); with more --steps a higher one "
                              "may pay, see lab/real_photos_recipe")
     parser.add_argument("--image-size", type=int, default=None,
                         help="side of the square the model sees, a multiple of 32 (default: "

@@ -53,7 +53,7 @@ from nailseg_common.setup.files import staged_file
 from nailseg_common.setup.paths import runs_dir, shown
 from nailseg_common.setup.profiles import Profile, select_profile
 from nailseg_common.setup.progress import progress
-from nailseg_common.training.finetune import load_weights
+from nailseg_common.training.finetune import load_weights, predict_logits
 from nailseg_common.training.run_logs import SHIPPED_MODEL, checkpoint_hparams, resolve_checkpoint
 from nailseg_common.training.unet import LitNailSegmentation
 
@@ -124,15 +124,15 @@ def load_model(checkpoint: Path) -> LitNailSegmentation:
 
 
 def predict_mask(model: nn.Module, photo: np.ndarray, image_size: int,
-                 device: torch.device) -> np.ndarray:
+                 device: torch.device, flips: bool = True) -> np.ndarray:
     """The ``HxW uint8`` mask (0/255) of ``photo`` (``HxWx3 uint8``): ``model`` on the photo
-    resized to ``image_size`` as in validation, its probabilities upsampled bilinearly to the
-    photo's size, nail above 0.5."""
+    resized to ``image_size`` as in validation, with test-time ``flips`` (``predict_logits``),
+    its probabilities upsampled bilinearly to the photo's size, nail above 0.5."""
     resized = valid_transform(image_size)(image=photo)["image"]
     batch = torch.from_numpy(np.ascontiguousarray(resized.transpose(2, 0, 1)))[None].to(device)
-    probabilities = F.interpolate(torch.sigmoid(model(batch).float()), size=photo.shape[:2],
-                                  mode="bilinear", align_corners=False)
-    return ((probabilities[0, 0] > 0.5).to(torch.uint8) * 255).cpu().numpy()
+    probabilities = F.interpolate(torch.sigmoid(predict_logits(model, batch, flips=flips)),
+                                  size=photo.shape[:2], mode="bilinear", align_corners=False)
+    return ((probabilities[0, 0] > 0.5).to(torch.uint8) * 255).numpy()
 
 
 def overlay(photo: np.ndarray, mask: np.ndarray) -> np.ndarray:

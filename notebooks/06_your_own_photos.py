@@ -439,19 +439,27 @@ def fine_tune(model: LitNailSegmentation, datamodule: PhotosOnDevice, profile: P
 # model over photos on the device; `score_photos` turns its logits into a table with the
 # photo's file name, its type and its hard Dice and IoU (probability above 0.5), the same
 # per-image metrics the LightningModule averages into `val_dice` and `val_iou`.
+#
+# A nail seen in a mirror is still a nail, so `predict_logits` also asks the model about
+# each photo's mirror image, mirrors the answer back and averages the two logits
+# (**test-time flips**): two views of one photo for twice the inference, no training. On the
+# 192 real photos of `lab/real_photos_recipe` it added 0.004 hard Dice to this notebook's
+# `gpu` recipe and 0.010 to its `cpu` one.
 
 # %%
 #| export training.finetune
 from nailseg_common.training.unet import per_image_dice, per_image_iou
 
 
-def predict_logits(model: LitNailSegmentation, images: torch.Tensor,
-                   batch_size: int = 16) -> torch.Tensor:
-    """``model``'s logits (float, on the CPU) for uint8 ``images`` N×3×S×S, in eval mode."""
+def predict_logits(model: LitNailSegmentation, images: torch.Tensor, batch_size: int = 16,
+                   flips: bool = True) -> torch.Tensor:
+    """``model``'s logits (float, on the CPU) for uint8 ``images`` N×3×S×S, in eval mode; with
+    ``flips``, the mean of each image's and its mirror image's (mirrored back)."""
     model = model.to(images.device).eval()
+    views = (lambda x: x, lambda x: x.flip(-1)) if flips else (lambda x: x,)  # each its own inverse
     with torch.no_grad():
-        return torch.cat([model(images[first:first + batch_size]).float().cpu()
-                          for first in range(0, len(images), batch_size)])
+        return torch.cat([sum(view(model(view(batch)).float()) for view in views).cpu() / len(views)
+                          for batch in images.split(batch_size)])
 
 
 def score_photos(logits: torch.Tensor, labels: torch.Tensor, frame: pd.DataFrame) -> pd.DataFrame:

@@ -155,7 +155,7 @@ def test_one_row_per_held_out_photo_and_their_mean_is_val_dice(trained):
     valid = read_split(trained.data, "valid")
     held_out = list(range(len(frame) - len(valid), len(frame)))  # the splits in order
     model = load_weights(LitNailSegmentation(ENCODER), trained.best)
-    logits = predict_logits(model, photos_set.images[held_out], batch_size=3)
+    logits = predict_logits(model, photos_set.images[held_out], batch_size=3, flips=False)
     table = score_photos(logits, photos_set.labels[held_out], frame.loc[held_out])
     assert list(table["photo"]) == [Path(image).name for image in valid["image"]]
     assert table["dice"].between(0, 1).all() and table["iou"].between(0, 1).all()
@@ -165,6 +165,17 @@ def test_one_row_per_held_out_photo_and_their_mean_is_val_dice(trained):
                               verbose=False)[0]
     assert table["dice"].mean() == pytest.approx(logged["val_dice"], abs=1e-5)
     assert table["iou"].mean() == pytest.approx(logged["val_iou"], abs=1e-5)
+
+
+def test_test_time_flips_average_the_mirror_images_logits(trained):
+    _, photos_set = photos_on_device(trained.data, trained.profile)
+    images = photos_set.images[:5]
+    model = load_weights(LitNailSegmentation(ENCODER), trained.best)
+    plain, mirrored = (predict_logits(model, batch, batch_size=2, flips=False)
+                       for batch in (images, images.flip(-1)))
+    flipped = predict_logits(model, images, batch_size=2)
+    assert not torch.allclose(plain, mirrored.flip(-1), atol=1e-3), "the model is not symmetric"
+    assert torch.allclose(flipped, 0.5 * (plain + mirrored.flip(-1)), atol=1e-5)
 
 
 def test_k_folds_hold_every_photo_out_once_and_never_train_on_it():

@@ -240,7 +240,8 @@ def test_real_photos_recipe_cross_validates_by_hand_and_scores_flips(tmp_path):
     assert not hands_held[0] & hands_held[1]  # a hand's shots are held out together
     out = tmp_path / "runs.jsonl"
     real_photos_recipe.main(["--data-root", "", "--profile", "smoke", "--recipes", "smoke",
-                             "--folds", "2", "--out", str(out)])
+                             "--folds", "2", "--seeds", "2", "--out", str(out)])
     row = json.loads(out.read_text())
     assert row["folds"] == 2 and row["fine_tuned_dice"]["n"] == row["photos"]
+    assert len(row["seed_means"]) == 2 and len(row["photo_dice"]) == row["photos"]
     assert 0 <= row["fine_tuned_dice_flips"]["mean"] <= 1 and row["seconds_all_folds"] > 0

@@ -113,10 +113,15 @@ class LeftHalf(nn.Module):
 
 def test_probabilities_are_upsampled_bilinearly_to_the_photo_then_thresholded():
     rgb = np.zeros((50, 70, 3), np.uint8)
-    mask = predict_mask(LeftHalf(), rgb, SIZE, torch.device("cpu"))
+    mask = predict_mask(LeftHalf(), rgb, SIZE, torch.device("cpu"), flips=False)
     assert mask.shape == (50, 70) and mask.dtype == np.uint8
     # 0.5 falls half-way between input columns 15 and 16: output column 34.5 of 70
     assert (mask[:, :35] == 255).all() and (mask[:, 35:] == 0).all()
+
+
+def test_test_time_flips_cancel_a_model_that_only_sees_the_left_half():
+    mask = predict_mask(LeftHalf(), np.zeros((50, 70, 3), np.uint8), SIZE, torch.device("cpu"))
+    assert (mask == 0).all()  # its mirror's answer says right half: logits 0, probability 0.5
 
 
 def test_a_corrupt_photo_is_named_and_skipped_and_the_others_are_written(

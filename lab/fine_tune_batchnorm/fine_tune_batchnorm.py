@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
                                   dataclasses.replace(cfg, finetune_keep_statistics=keep)
                                   ).tables["synthetic"]
               for way, keep in ((KEPT, True), (RELEARNED, False))}
-    zero_shot = score_photos(predict_logits(make_start("synthetic"), on_device.images),
+    zero_shot = score_photos(predict_logits(make_start("synthetic"), on_device.images, flips=False),
                              on_device.labels, frame)
     report = {
         "what": __doc__.split("\n\n")[2].replace("\n", " "),

@@ -75,14 +75,6 @@ def hand_folds(names: list[str], folds: int, seed: int = 0) -> list[tuple[np.nda
             for k, h in enumerate(held)]
 
 
-def logits_of(model, images: torch.Tensor, flips: bool) -> torch.Tensor:
-    """``model``'s logits of ``images``; with ``flips``, the mean with its mirrored images'."""
-    logits = predict_logits(model, images)
-    if flips:
-        logits = 0.5 * (logits + predict_logits(model, images.flip(-1)).flip(-1))
-    return logits
-
-
 def mean_se(values) -> dict:
     """Mean, standard error of the mean and count of ``values``."""
     values = np.asarray(values, dtype=float)
@@ -104,7 +96,8 @@ def run_recipe(name: str, recipe: dict, args, prepared: dict) -> dict:
     checkpoint = resolve_checkpoint(args.checkpoint, cfg)
     encoder = checkpoint_hparams(checkpoint)["encoder"]
     zero = start_model("synthetic", encoder, cfg.finetune_lr, cfg.finetune_steps, checkpoint)
-    zero_scores = score_photos(logits_of(zero, photos.images, False), photos.labels, frame)
+    zero_scores = score_photos(predict_logits(zero, photos.images, flips=False), photos.labels,
+                               frame)
     del zero
     dice = {flips: [] for flips in (False, True)}  # per seed, one score per photo
     iou = []
@@ -120,7 +113,8 @@ def run_recipe(name: str, recipe: dict, args, prepared: dict) -> dict:
                                         cfg.finetune_steps, seed=seed)
             fine_tune(model, datamodule, cfg, f"lab_{name}", seed=seed)
             for flips, held_out_logits in logits.items():
-                held_out_logits[held_out] = logits_of(model, photos.images[held_out], flips)
+                held_out_logits[held_out] = predict_logits(model, photos.images[held_out],
+                                                              flips=flips)
             del model, datamodule  # with the CUDA graphs of the fold: gone before the next
             gc.collect()
             torch.cuda.empty_cache()

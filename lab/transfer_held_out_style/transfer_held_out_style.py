@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     zero_shot, fine_tuned = {}, {}
     for name in models:
         model = starts_from(name)("synthetic")
-        zero_shot[name] = score_photos(predict_logits(model, on_device.images),
+        zero_shot[name] = score_photos(predict_logits(model, on_device.images, flips=False),
                                        on_device.labels, frame)["dice"]
         fine_tuned[name] = cross_validate(starts_from(name), ["synthetic"], frame, on_device,
                                           folds, cfg).tables["synthetic"]["dice"]

@@ -172,13 +172,15 @@ def fine_tune(model: LitNailSegmentation, datamodule: PhotosOnDevice, profile: P
     return trainer
 
 
-def predict_logits(model: LitNailSegmentation, images: torch.Tensor,
-                   batch_size: int = 16) -> torch.Tensor:
-    """``model``'s logits (float, on the CPU) for uint8 ``images`` N×3×S×S, in eval mode."""
+def predict_logits(model: LitNailSegmentation, images: torch.Tensor, batch_size: int = 16,
+                   flips: bool = True) -> torch.Tensor:
+    """``model``'s logits (float, on the CPU) for uint8 ``images`` N×3×S×S, in eval mode; with
+    ``flips``, the mean of each image's and its mirror image's (mirrored back)."""
     model = model.to(images.device).eval()
+    views = (lambda x: x, lambda x: x.flip(-1)) if flips else (lambda x: x,)  # each its own inverse
     with torch.no_grad():
-        return torch.cat([model(images[first:first + batch_size]).float().cpu()
-                          for first in range(0, len(images), batch_size)])
+        return torch.cat([sum(view(model(view(batch)).float()) for view in views).cpu() / len(views)
+                          for batch in images.split(batch_size)])
 
 
 def score_photos(logits: torch.Tensor, labels: torch.Tensor, frame: pd.DataFrame) -> pd.DataFrame:
