@@ -245,3 +245,31 @@ def test_real_photos_recipe_cross_validates_by_hand_and_scores_flips(tmp_path):
     assert row["folds"] == 2 and row["fine_tuned_dice"]["n"] == row["photos"]
     assert len(row["seed_means"]) == 2 and len(row["photo_dice"]) == row["photos"]
     assert 0 <= row["fine_tuned_dice_flips"]["mean"] <= 1 and row["seconds_all_folds"] > 0
+
+
+def test_zero_shot_by_side_scores_every_photo_at_every_side_through_predict(tmp_path):
+    from PIL import Image
+
+    from lab.zero_shot_by_side import zero_shot_by_side
+    rng = np.random.default_rng(0)
+    for name in ("a", "b"):
+        for folder, array in (("Images", rng.integers(0, 255, (40, 50, 3), np.uint8)),
+                              ("Masks", (rng.random((40, 50)) > 0.7).astype(np.uint8) * 255)):
+            (tmp_path / folder / "1").mkdir(parents=True, exist_ok=True)
+            Image.fromarray(array).save(tmp_path / folder / "1" / f"{name}.png")
+    out = tmp_path / "result.json"
+    zero_shot_by_side.main([str(tmp_path), "--sides", "32,64", "--out", str(out)])
+    rows = json.loads(out.read_text())["rows"]
+    assert [(row["side"], row["flips"]) for row in rows] == [
+        (32, False), (32, True), (64, False), (64, True)]
+    assert all(row["photos"] == 2 and 0 <= row["dice"] <= 1 for row in rows)
+
+
+def test_photo_dice_of_masks_at_the_photos_size():
+    from lab.zero_shot_by_side.zero_shot_by_side import photo_dice
+    mask = np.zeros((4, 6), np.uint8)
+    mask[:2] = 1
+    predicted = np.zeros((4, 6), np.uint8)
+    predicted[:1] = 255
+    assert photo_dice(predicted, mask) == pytest.approx(2 * 6 / (6 + 12))
+    assert photo_dice(np.zeros((4, 6), np.uint8), np.zeros((4, 6), np.uint8)) == 1.0
