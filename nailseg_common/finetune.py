@@ -8,7 +8,8 @@ notebook 06's synthetic start (:func:`~nailseg_common.predict.choose_checkpoint`
 follows the profile's ``finetune_*`` recipe with notebook 06's functions
 (:mod:`nailseg_common.training.finetune`).
 
-Every photo is scored (hard Dice and IoU at probability 0.5) by the start as it is
+Every photo is scored (hard Dice and IoU at probability 0.5, each prediction averaged with
+the mirror image's: notebook 06's test-time flips) by the start as it is
 (zero-shot) and, by k-fold cross-validation, fine-tuned from it by a model that never saw it;
 the command prints their means with standard errors and the paired gain of fine-tuning.
 Then it fine-tunes the start on all the photos and writes, each file whole or not at all:

@@ -54,6 +54,7 @@ RECIPES = {  # name: side, optimizer steps, peak learning rate, keep BatchNorm s
     "cpu160_s40": {"side": 160, "steps": 40, "lr": 1e-4, "keep": True},
     "cpu160_s40_lr3e-4": {"side": 160, "steps": 40, "lr": 3e-4, "keep": True},
     "cpu160_s40_lr1e-3": {"side": 160, "steps": 40, "lr": 1e-3, "keep": True},
+    "cpu192_s40_lr3e-4": {"side": 192, "steps": 40, "lr": 3e-4, "keep": True},
     "cpu160_s80_lr3e-4": {"side": 160, "steps": 80, "lr": 3e-4, "keep": True},
     "cpu160_s80_lr1e-3": {"side": 160, "steps": 80, "lr": 1e-3, "keep": True},
     "cpu160_s80_lr1e-3_relearn": {"side": 160, "steps": 80, "lr": 1e-3, "keep": False},
