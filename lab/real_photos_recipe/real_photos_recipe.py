@@ -119,10 +119,10 @@ def run_recipe(name: str, recipe: dict, args, prepared: dict) -> dict:
             del model, datamodule  # with the CUDA graphs of the fold: gone before the next
             gc.collect()
             torch.cuda.empty_cache()
+        tables = {flips: score_photos(logits[flips], photos.labels, frame) for flips in dice}
         for flips, by_seed in dice.items():
-            table = score_photos(logits[flips], photos.labels, frame)
-            by_seed.append(table["dice"].to_numpy())
-        iou.append(table["iou"].to_numpy())  # with flips, as the last table
+            by_seed.append(tables[flips]["dice"].to_numpy())
+        iou.append(tables[True]["iou"].to_numpy())
     seconds = (time.perf_counter() - began) / args.seeds
     plain, flipped = (np.mean(dice[flips], axis=0) for flips in (False, True))
     return {"recipe": name, **recipe, "batch": cfg.batch_size, "encoder": encoder,
