@@ -232,3 +232,24 @@ def test_the_course_style_draws_the_variety_of_real_photos():
     assert "flash" in dict(course.lights) and course.rings > 0 and course.cast >= 0.1
     brightness = SKIN_TONES.mean(axis=1)
     assert brightness.min() < 40 and brightness.max() > 235
+
+
+def test_the_wide_style_adds_framings_sizes_and_plain_backgrounds_to_the_course():
+    """The shipped model's pretraining set: every course type, plus fingertips that fill
+    the frame, small photos and plain backgrounds, with bare nails as often as polish."""
+    samples = [synthetic_sample(1, i, style="wide") for i in range(40)]
+    assert {kind for kind, _, _ in samples} == set(TYPES)
+    for index in range(3):
+        again = synthetic_sample(1, index, style="wide")
+        assert np.array_equal(samples[index][1], again[1])
+        assert np.array_equal(samples[index][2], again[2])
+    assert all(set(np.unique(mask)) == {0, 1} for _, _, mask in samples)
+    longest = [max(image.shape[:2]) for _, image, _ in samples]
+    assert min(longest) < 320 <= max(longest)  # small photos as well as the course's sizes
+    course = [synthetic_sample(1, i) for i in range(0, 40, 4)]  # type 1: one finger close up
+    biggest = max(mask.mean() for kind, _, mask in samples if kind == 1)
+    assert biggest > 1.5 * max(mask.mean() for _, _, mask in course)  # a fingertip fills it
+    corners = [image[:8, :8].reshape(-1, 3).std(axis=0).max() for _, image, _ in samples]
+    assert min(corners) < 6  # at least one plain background
+    wide = LOOKS["wide"]
+    assert wide.nude > LOOKS["course"].nude and wide.plain > 0 and wide.framed > 0

@@ -30,7 +30,8 @@ def test_ship_model_measures_a_candidate_and_writes_it_in_half_precision(tmp_pat
     written = out / SHIPPED_MODEL.name
     provenance = json.loads(written.with_suffix(".json").read_text())
     assert provenance["encoder"] == "mobilenet_v2" and provenance["bytes"] == written.stat().st_size
-    assert provenance["synthetic_set"] == {"generator_version": GENERATOR_VERSION, "images": 48}
+    assert provenance["synthetic_set"] == {"generator_version": GENERATOR_VERSION, "style": "course",
+                                         "images": 48}
     saved = torch.load(written, map_location="cpu", weights_only=True)["state_dict"]
     assert all(value.dtype == torch.float16 for value in saved.values() if value.is_floating_point())
     load_weights(LitNailSegmentation("mobilenet_v2"), written)  # loads back into float32

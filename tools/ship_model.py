@@ -1,10 +1,12 @@
 """The model the course ships (``nailseg_common/pretrained/``), and how well candidates transfer.
 
-Run on a GPU after notebook 04 trained the candidates in the ``gpu`` profile, in the same
-data folder; how the committed model was made (a lent H100, after the published edition):
+Run on a GPU after notebook 04 trained the candidates in the ``gpu`` profile; how the
+committed model was made (on the generator's ``wide`` set, see ``tools/train_wide.sh``):
 
-    papermill notebooks/04_dali_pipeline.ipynb 04_mobilenet.ipynb -p encoder mobilenet_v2
-    python -m tools.ship_model RESNET34_CKPT MOBILENET_V2_CKPT --ship 1 --commit SHA --out DIR
+    bash tools/train_wide.sh 0 DIR   # the wide set, seed 0, and notebook 04 on it
+    bash tools/train_wide.sh 1 DIR   # a repeat: generator seed 1
+    python -m tools.ship_model DIR/wide-seed0.ckpt DIR/wide-seed1.ckpt --ship 0 --style wide \
+        --num-images 2400 --commit SHA --trained-by "..." --out DIR
 
 For every candidate checkpoint: its size in half precision, its hard Dice and IoU on the
 synthetic validation set, and on notebook 06's stand-in of another style (``--photos``
@@ -31,7 +33,7 @@ from pathlib import Path
 import torch
 
 from nailseg_common.data.preparation import ensure_prepared, read_split
-from nailseg_common.data.synthetic import GENERATOR_VERSION, photos_or_standin
+from nailseg_common.data.synthetic import GENERATOR_VERSION, STYLES, photos_or_standin
 from nailseg_common.measure.profiling import synchronized_now
 from nailseg_common.pipelines.kornia_pipeline import load_cache
 from nailseg_common.setup.course import start
@@ -134,9 +136,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("candidates", nargs="+", type=Path, help="notebook 04 best-*.ckpt files")
     parser.add_argument("--ship", type=int, default=None, help="index of the candidate to ship")
     parser.add_argument("--profile", default="gpu")
-    parser.add_argument("--num-images", type=int, default=None, help="the synthetic set the "
-                        "candidates trained on, whose validation split scores them (default: "
-                        "the profile's)")
+    parser.add_argument("--num-images", type=int, default=None, help="images in the candidates' "
+                        "training set (recorded); the course set of this size scores them "
+                        "(default: the profile's)")
+    parser.add_argument("--style", default="course", choices=STYLES,
+                        help="the synthetic style the candidates trained on (recorded)")
     parser.add_argument("--photos", type=int, default=50, help="stand-in photos (a fifth held out)")
     parser.add_argument("--sizes", default="128,192,256,384", help="zero-shot image sides")
     parser.add_argument("--seeds", type=int, default=3, help="fine-tuning runs per start")
@@ -178,7 +182,8 @@ def main(argv: list[str] | None = None) -> None:
         long_cfg = dataclasses.replace(random_cfg, finetune_steps=args.timing_steps)
         results["shipped_long_run"] = timed_fine_tune("synthetic", shipped, standin, long_cfg,
                                                       seed=0)
-        trained_on = {"generator_version": GENERATOR_VERSION, "images": profile.num_images}
+        trained_on = {"generator_version": GENERATOR_VERSION, "style": args.style,
+                      "images": profile.num_images}
         results["shipped"] = ship(shipped, args.out, cfg, synthetic,
                                   {**about, "trained_by": trained_by, "synthetic_set": trained_on})
     write_json(args.out / "shipped_model.json", results, default=str)

@@ -21,7 +21,7 @@ The mask is the visible nail plate: the cuticle and the skin folds around the na
 not part of it, as in real annotations; whatever a finger or a ring drawn later covers is
 removed.
 
-Three styles (``style=``) share the drawing code and differ in what they draw from:
+Four styles (``style=``) share the drawing code and differ in what they draw from:
 
 ``"course"`` (the default, for training), in four sub-folders that differ the way the
 real dataset's types might:
@@ -30,6 +30,13 @@ real dataset's types might:
 2. a whole hand, several fingers and a thumb;
 3. small hands far away;
 4. fingers on a busy background full of distractors.
+
+``"wide"``, the pretraining set of the model the course ships: the course's four types,
+widened toward the photos people take. Half of type 1 is one fingertip filling the frame
+and half of type 2 four fingers side by side coming in from an edge, the palm out of the
+picture; a third of the backgrounds are plain (one colour of any hue, white to black), a
+third of the photos small (longest side 144..320, enlarged by the loader as a phone
+thumbnail would be), and half the nails bare, more often short.
 
 ``"photo"``, a stand-in for "your own photos": close-up phone snapshots of one hand
 coming in from an edge of a mostly portrait 3:4 frame, under warm indoor light, on
@@ -139,6 +146,10 @@ class _Look(NamedTuple):
     rings: float  # odds that a finger with a nail wears a ring
     defocus: float  # odds that the background is out of focus
     close_up: bool  # one hand or a finger or two, close up (else the scene of each type)
+    nude: float = 0.3  # odds of bare nails (else polish)
+    plain: float = 0.0  # odds of a plain background: one colour of any hue, no clutter
+    low_res: float = 0.0  # odds of a small photo (longest side 144..320), seen enlarged
+    framed: float = 0.0  # odds that type 1 (2) is one fingertip filling the frame (four fingers)
 
 
 LOOKS = {
@@ -161,6 +172,16 @@ LOOKS = {
         (-0.9, -0.3), 0.04, (("ring", 1.0),), (0.1, 0.25), 0.0,
         (("plain", 0.35), ("marble", 0.65)), (("glossy", 1.0),),
         (("oval", 0.3), ("square", 0.2), ("almond", 0.25), ("coffin", 0.25)), 0.1, 0.15, True),
+    "wide": _Look(
+        TYPES, (3 / 4, 4 / 3, 3 / 4, 4 / 3, 9 / 16, 16 / 9, 1.0, 2 / 3, 3 / 2),
+        POLISH_COLOURS, NEUTRAL_COLOURS, (0.5, 0.3, 0.2),
+        ("gradient", "blotches", "stripes", "wood", "tiles", "print"), (-0.8, 0.9), 0.12,
+        (("directional", 0.8), ("flash", 0.2)), (0.15, 0.7), 0.08,
+        (("plain", 0.6), ("glitter", 0.1), ("dots", 0.08), ("stripes", 0.1), ("ombre", 0.12)),
+        (("glossy", 0.65), ("matte", 0.2), ("metallic", 0.15)),
+        (("oval", 0.3), ("square", 0.2), ("short", 0.3), ("almond", 0.1), ("coffin", 0.05),
+         ("stiletto", 0.05)),
+        0.1, 0.5, False, nude=0.5, plain=0.35, low_res=0.3, framed=0.5),
 }
 STYLES = tuple(LOOKS)
 
@@ -259,7 +280,10 @@ def _pattern(rng: np.random.Generator, h: int, w: int, kind: str) -> np.ndarray:
 
 
 def _background(rng: np.random.Generator, h: int, w: int, clutter: int, look: _Look) -> np.ndarray:
-    """A textured background with ``clutter`` shapes on it, often out of focus."""
+    """A textured background with ``clutter`` shapes on it, often out of focus, or at times
+    (``look.plain``) a plain one."""
+    if look.plain > 0 and rng.random() < look.plain:
+        return _plain_background(rng, h, w)
     c1, c2 = _scene_colour(rng, look), _scene_colour(rng, look)
     if rng.random() < 0.5:  # one material in two shades
         c2 = c1 * np.float32(rng.uniform(0.6, 0.9))
@@ -294,6 +318,19 @@ def _background(rng: np.random.Generator, h: int, w: int, clutter: int, look: _L
     if rng.random() < look.defocus:  # depth of field: the hand is in focus, the table is not
         image = image.filter(ImageFilter.GaussianBlur(side * rng.uniform(0.002, 0.012)))
     return np.asarray(image, dtype=np.float32)
+
+
+def _plain_background(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
+    """One colour of any hue, from white to black, lit unevenly, with a fine grain: a
+    backdrop, a sheet of paper or a plain table."""
+    hue, saturation = rng.uniform(0, 1), rng.uniform(0, 1) ** 1.5
+    value = 1.0 if rng.random() < 0.2 else rng.uniform(0.15, 1.0)
+    colour = np.asarray(Image.new("HSV", (1, 1), (int(hue * 255), int(saturation * 255),
+                                                   int(value * 255))).convert("RGB"),
+                        dtype=np.float32).reshape(3)
+    shade = 1.0 + np.float32(rng.uniform(0.05, 0.3)) * (_smooth_noise(rng, h, w, 2) - 0.5)
+    shade += np.float32(rng.uniform(0.0, 0.08)) * (_smooth_noise(rng, h, w, int(rng.integers(20, 60))) - 0.5)
+    return np.clip(colour * shade[:, :, None], 0, 255).astype(np.float32)
 
 
 def _skin_texture(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
@@ -344,7 +381,7 @@ NAIL_SHAPES = {  # superellipse power at the tip, taper towards the tip, length 
 
 def _nail_style(rng: np.random.Generator, skin: np.ndarray, look: _Look) -> dict:
     """Shape, colour, finish and nail art shared by the nails of one hand."""
-    nude = rng.random() < 0.3
+    nude = rng.random() < look.nude
     if nude:
         colour = np.clip(skin * rng.uniform((1.0, 0.86, 0.86), (1.12, 0.98, 1.0)) + (14, 4, 8),
                          0, 255)
@@ -682,10 +719,13 @@ def _draw_bead(canvas, rng, radius, look: _Look, light: _Light) -> None:
 
 
 def _image_size(rng: np.random.Generator, kind: int, look: _Look) -> tuple[int, int]:
-    """``(height, width)``: a phone-like aspect ratio (jittered), longest side 320..640."""
-    longest = int(rng.integers(400 if kind == 3 else 320, MAX_SIDE + 1))
+    """``(height, width)``: a phone-like aspect ratio (jittered), longest side 320..640, or
+    144..320 for a small photo (``look.low_res``)."""
+    small = look.low_res > 0 and kind != 3 and rng.random() < look.low_res
+    longest = int(rng.integers(144, 321) if small else
+                  rng.integers(400 if kind == 3 else 320, MAX_SIDE + 1))
     aspect = look.aspects[rng.integers(len(look.aspects))] * math.exp(rng.normal(0.0, 0.04))
-    short = int(max(MIN_SIDE, round(longest / max(aspect, 1 / aspect))))
+    short = int(max(MIN_SIDE // 2 if small else MIN_SIDE, round(longest / max(aspect, 1 / aspect))))
     short = min(short, longest)
     return (short, longest) if aspect >= 1 else (longest, short)
 
@@ -793,6 +833,32 @@ def _close_up_scene(rng, canvas, mask, skin, light, style) -> None:
                          shortest * rng.uniform(0.14, 0.22), big, skin, light, style)
 
 
+def _framed_scene(rng, canvas, mask, kind: int, skin, light, style) -> None:
+    """Type 1: one fingertip filling the frame; type 2: four fingers side by side coming in
+    from an edge (mostly the bottom), tips near the middle, the palm out of the picture."""
+    h, w = canvas.shape[:2]
+    shortest, big = min(h, w), float(math.hypot(h, w))
+    towards = -math.pi / 2 + rng.normal(0.0, 0.3) if rng.random() < 0.7 else rng.uniform(0, 2 * math.pi)
+    c, s = math.cos(towards), math.sin(towards)
+    if kind == 1:
+        radius = shortest * rng.uniform(0.25, 0.5)
+        reach = radius * rng.uniform(0.0, 1.2)
+        tip = (w / 2 + reach * c + shortest * rng.normal(0.0, 0.08),
+               h / 2 + reach * s + shortest * rng.normal(0.0, 0.08))
+        _draw_finger(canvas, mask, rng, tip, towards, radius, big, skin, light, style)
+        return
+    radius = shortest * rng.uniform(0.06, 0.13)
+    gap = radius * rng.uniform(2.05, 2.5)
+    side = 1.0 if rng.random() < 0.5 else -1.0  # which end the little finger is at
+    centre = (w * rng.uniform(0.35, 0.65), h * rng.uniform(0.35, 0.65))
+    for k, (back, width) in enumerate(((0.6, 1.0), (0.0, 1.05), (0.4, 1.0), (2.2, 0.85))):
+        offset = side * (k - 1.5) * gap
+        setback = radius * back * rng.uniform(0.7, 1.3)
+        tip = (centre[0] - offset * s - setback * c, centre[1] + offset * c - setback * s)
+        _draw_finger(canvas, mask, rng, tip, towards + rng.normal(0.0, 0.05), radius * width,
+                     big, skin, light, style)
+
+
 def _attempt(rng: np.random.Generator, kind: int, look: _Look):
     h, w = _image_size(rng, kind, look)
     close_up = look.close_up
@@ -819,6 +885,8 @@ def _attempt(rng: np.random.Generator, kind: int, look: _Look):
     style = _nail_style(rng, skin, look)
     if close_up:
         _close_up_scene(rng, canvas, mask, skin, light, style)
+    elif look.framed > 0 and kind in (1, 2) and rng.random() < look.framed:
+        _framed_scene(rng, canvas, mask, kind, skin, light, style)
     else:
         _course_scene(rng, canvas, mask, kind, skin, light, style)
     pixels = _camera(rng, canvas, kind, look, flash=source == "flash")
@@ -894,7 +962,8 @@ def generate_synthetic_dataset(root: str | Path, num_images: int, seed: int = 0,
                                progress: bool = True, style: str = "course") -> Path:
     """Write ``num_images`` synthetic photos and masks of ``style`` under ``root``, replacing it.
 
-    ``style="course"`` (default) is the four-type training set; ``style="photo"`` a
+    ``style="course"`` (default) is the four-type training set, ``style="wide"`` the
+    shipped model's wider pretraining set; ``style="photo"`` a
     stand-in for one's own phone photos and ``style="salon"`` a style held out from
     training (both type 1 only), see the module's docstring.
     The set is built in a temporary sibling folder and renamed into place, with a
