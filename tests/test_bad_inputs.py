@@ -341,3 +341,13 @@ def test_notebook_06_lowers_its_folds_to_the_photos_and_refuses_fewer_than_two()
     for photos, folds in ((1, 1), (4, 1)):
         with pytest.raises(DataError, match=f"folds={folds} for {photos} photos: choose folds "):
             k_folds(photos, folds)
+
+
+def test_a_fingertip_filling_the_frame_is_not_taken_for_an_inverted_mask(dataset, tmp_path):
+    """Mostly nail, far above the set's share, but with finger and background along its border."""
+    pixels = np.zeros_like(TRUTH)
+    h, w = pixels.shape
+    pixels[h // 8: -h // 8, w // 10: -w // 10] = 1  # about 60 % nail, none on the border
+    write_pair(dataset, 1, "fingertip", mask=Image.fromarray((pixels * 255).astype(np.uint8)))
+    _prepare(dataset, tmp_path)
+    np.testing.assert_array_equal(_npy_mask(tmp_path, 1, "fingertip"), pixels)

@@ -86,8 +86,11 @@ MAX_EMPTY_SHARE = 0.5
 """More masks without any nail pixel than this share of the set is refused."""
 MAX_NAIL_SHARE = 0.5
 NAIL_SHARE_FACTOR = 3
-"""A mask more than :data:`MAX_NAIL_SHARE` nail and over this many times the set's median
-nail share is refused: an inverted mask, far outside the set's own."""
+OUTLIER_BORDER = 0.5
+"""A mask more than :data:`MAX_NAIL_SHARE` nail, over :data:`NAIL_SHARE_FACTOR` times the set's
+median nail share and nail along more than :data:`OUTLIER_BORDER` of its border is refused: an
+inverted mask, far outside the set's own. A fingertip filling the frame is mostly nail too, but
+its border is mostly finger and background, and passes."""
 INVERTED_BORDER = 0.9
 """A mask more than :data:`MAX_NAIL_SHARE` nail whose border is at least this share nail looks
 inverted (nails lie inside a photo; the background runs along its edges); a set with more than
@@ -381,7 +384,8 @@ def _convert(pairs: list[Pair], raw: Path, staging: Path,
     whose nail share is far above the set's (:data:`NAIL_SHARE_FACTOR`), and a set whose
     masks mostly look inverted (:data:`INVERTED_BORDER`).
     """
-    rows, problems, empty, void, one_sided, shares, framed = [], [], [], [], [], {}, []
+    rows, problems, empty, void, one_sided, framed = [], [], [], [], [], []
+    shares, borders = {}, {}
     with ThreadPoolExecutor(usable_cores()) as pool:
         converted = pool.map(lambda pair: _convert_pair(pair, raw, staging), pairs)
         for pair, done in zip(pairs, progress_bar(converted, "Converting to npy", len(pairs),
@@ -393,6 +397,7 @@ def _convert(pairs: list[Pair], raw: Path, staging: Path,
             if done.exif_doubt:
                 one_sided.append(f"{pair.image} and {pair.mask} ({_orientations(done.turns)})")
             shares[relative_mask] = done.share
+            borders[relative_mask] = done.border
             if done.share > MAX_NAIL_SHARE and done.border >= INVERTED_BORDER:
                 framed.append(f"{relative_mask} ({done.share:.0%} nail)")
             if done.share == 0:
@@ -415,7 +420,8 @@ def _convert(pairs: list[Pair], raw: Path, staging: Path,
                         "light background). Invert every mask (nail 255 on 0), e.g. with "
                         f"ImageMagick: mogrify -negate {files}.png:" + _listing(framed))
     inverted = [f"{name} ({share:.0%} nail)" for name, share in shares.items()
-                if share > max(MAX_NAIL_SHARE, NAIL_SHARE_FACTOR * typical)]
+                if share > max(MAX_NAIL_SHARE, NAIL_SHARE_FACTOR * typical)
+                and borders[name] > OUTLIER_BORDER]
     if inverted:
         problems.append(f"{len(inverted)} mask(s) are mostly nail, far from the set's "
                         f"{typical:.0%} (median): inverted masks (nail dark on a light "
