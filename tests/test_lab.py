@@ -273,3 +273,23 @@ def test_photo_dice_of_masks_at_the_photos_size():
     predicted[:1] = 255
     assert photo_dice(predicted, mask) == pytest.approx(2 * 6 / (6 + 12))
     assert photo_dice(np.zeros((4, 6), np.uint8), np.zeros((4, 6), np.uint8)) == 1.0
+
+
+def test_wide_pretraining_pairs_every_model_with_the_first_on_the_same_photos(tmp_path):
+    from PIL import Image
+
+    from lab.wide_pretraining import wide_pretraining
+    from nailseg_common.training.run_logs import SHIPPED_MODEL
+    rng = np.random.default_rng(1)
+    for name in ("a", "b", "c"):
+        for folder, array in (("Images", rng.integers(0, 255, (40, 50, 3), np.uint8)),
+                              ("Masks", (rng.random((40, 50)) > 0.7).astype(np.uint8) * 255)):
+            (tmp_path / folder / "1").mkdir(parents=True, exist_ok=True)
+            Image.fromarray(array).save(tmp_path / folder / "1" / f"{name}.png")
+    out = tmp_path / "result.json"
+    wide_pretraining.main([str(tmp_path), "--model", f"one={SHIPPED_MODEL}",
+                           "--model", f"same={SHIPPED_MODEL}", "--sides", "32", "--out", str(out)])
+    rows = json.loads(out.read_text())["rows"]
+    assert [(row["model"], row["side"]) for row in rows] == [("one", 32), ("same", 32)]
+    assert rows[0]["dice"]["n"] == 3 and "minus_one" not in rows[0]
+    assert rows[1]["minus_one"] == {"gain": 0.0, "gain_se": 0.0, "wins": 0, "loses": 0}
