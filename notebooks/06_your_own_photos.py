@@ -691,7 +691,8 @@ print(f"skipped: {', '.join(skipped) or 'none'}; the scores are at {cfg.image_si
 # - **Fine-tuning within noise of the start as it is** means the start already handles
 #   photos like these, as on the synthetic stand-in, which resembles what the start was
 #   trained on. On real photos unlike the synthetic set, fine-tuning is where the gain comes
-#   from; when it does not come, try more steps, a lower learning rate, more photos.
+#   from; when it does not come, try more steps first (on real photos the number of steps
+#   mattered more than the learning rate), then more photos.
 # - **A fine-tuned start below the start as it is** (the verdict missed) means too many
 #   steps or too high a learning rate for a few dozen photos: it overfits or forgets.
 # - **The learning curve says whether to label more photos**: a curve still rising at the

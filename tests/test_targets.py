@@ -31,3 +31,13 @@ def test_spreads():
     assert difference_spread([0.0, 2.0], [0.0, 2.0]) == pytest.approx(2 * math.sqrt(2))
     # numerator 90..110 (half-range 10 %), denominator constant: 10 % of the ratio 0.5
     assert ratio_spread([90.0, 100.0, 110.0], [200.0, 200.0]) == pytest.approx(0.05)
+
+
+def test_finetune_advice_names_the_photos_and_what_to_try_for_each_outcome():
+    from nailseg_common.measure.targets import finetune_gain_in_words
+    assert "use a fine-tuned start" in finetune_gain_in_words("met", standin=False)[0]
+    assert "fewer finetune_steps" in " ".join(finetune_gain_in_words("missed", standin=True))
+    for standin, where in ((True, "the stand-in"), (False, "your photos")):
+        noise = " ".join(finetune_gain_in_words("within noise", standin))
+        assert where in noise and "more finetune_steps first" in noise
+        assert "lower finetune_lr" not in noise  # steps, not a lower rate, helped on real photos

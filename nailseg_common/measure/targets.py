@@ -80,5 +80,6 @@ def finetune_gain_in_words(outcome: str, standin: bool) -> list[str]:
              else "your photos resemble what the start was trained on")
     return ["-> no gain beyond the noise: the start already handles photos like these",
             f"   ({where}). On photos unlike the synthetic set fine-tuning is where the gain",
-            "   comes from; to get more, try more finetune_steps, a lower finetune_lr, more photos."]
+            "   comes from; to get more, try more finetune_steps first (on real photos the",
+            "   steps mattered more than the learning rate), then more photos."]
 
