@@ -34,9 +34,10 @@ real dataset's types might:
 ``"wide"``, the pretraining set of the model the course ships: the course's four types,
 widened toward the photos people take. Half of type 1 is one fingertip filling the frame
 and half of type 2 four fingers side by side coming in from an edge, the palm out of the
-picture; a third of the backgrounds are plain (one colour of any hue, white to black), a
-third of the photos small (longest side 144..320, enlarged by the loader as a phone
-thumbnail would be), and half the nails bare, more often short.
+picture; about a third of the backgrounds are plain (one colour of any hue, white to black,
+without clutter), three in ten photos of types 1, 2 and 4 are small (longest side 144..320,
+enlarged by the loader as a phone thumbnail would be), and half the nails are bare, more
+often short.
 
 ``"photo"``, a stand-in for "your own photos": close-up phone snapshots of one hand
 coming in from an edge of a mostly portrait 3:4 frame, under warm indoor light, on
