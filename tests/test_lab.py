@@ -292,4 +292,15 @@ def test_wide_pretraining_pairs_every_model_with_the_first_on_the_same_photos(tm
     rows = json.loads(out.read_text())["rows"]
     assert [(row["model"], row["side"]) for row in rows] == [("one", 32), ("same", 32)]
     assert rows[0]["dice"]["n"] == 3 and "minus_one" not in rows[0]
+    assert rows[0]["precision"] == rows[1]["precision"] and 0 <= rows[0]["recall"]["mean"] <= 1
     assert rows[1]["minus_one"] == {"gain": 0.0, "gain_se": 0.0, "wins": 0, "loses": 0}
+
+
+def test_wide_pretraining_scores_tell_missed_nails_from_skin_taken_for_nail():
+    from lab.wide_pretraining.wide_pretraining import scores
+    mask = np.zeros((4, 6), np.uint8)
+    mask[:2] = 1  # 12 nail pixels
+    predicted = np.zeros((4, 6), np.uint8)
+    predicted[1:3] = 255  # 6 of them found, 6 skin pixels taken for nail
+    assert scores(predicted, mask) == pytest.approx({"dice": 0.5, "precision": 0.5, "recall": 0.5})
+    assert scores(np.zeros((4, 6), np.uint8), mask)["precision"] == 1.0
