@@ -123,8 +123,10 @@ cfg, data = start(profile, photos, image_size=side, batch_size=batch_size,
 # Notebook 02 (and 04, with DALI) trained the U-Net on the synthetic set and kept the
 # weights of its best validation Dice as `best-*.ckpt` under
 # `runs/<profile>/<run>/version_N/checkpoints/`. The course also ships a U-Net in the
-# package, `SHIPPED_MODEL`, trained by notebook 04 on an H100 (how, and how well, is in the
-# `.json` beside it), so that a machine without a GPU has a good start too.
+# package, `SHIPPED_MODEL`, trained by notebook 04 on an H100 on a wider synthetic set than
+# the course's (the generator's `wide` style: fingertips filling the frame, four fingers from
+# an edge, plain backgrounds, small photos; how, and how well, is in the `.json` beside it),
+# so that a machine without a GPU has a good start too.
 # `resolve_checkpoint` takes the path you pass; without one, the newest checkpoint of this
 # profile or the shipped model, whichever recorded the better hard Dice on its synthetic
 # validation images (`recorded_dice`). A checkpoint also stores the module's
