@@ -381,11 +381,11 @@ def _convert(pairs: list[Pair], raw: Path, staging: Path,
 
     Returns the CSV rows and the masks without any nail pixel (relative paths). Warns
     about pairs whose EXIF orientations differ and masks with void pixels; refuses masks
-    whose nail share is far above the set's (:data:`NAIL_SHARE_FACTOR`), and a set whose
+    whose nail share is far above the set's (:data:`NAIL_SHARE_FACTOR`) with nail along much of
+    their border (:data:`OUTLIER_BORDER`), and a set whose
     masks mostly look inverted (:data:`INVERTED_BORDER`).
     """
-    rows, problems, empty, void, one_sided, framed = [], [], [], [], [], []
-    shares, borders = {}, {}
+    rows, problems, empty, void, one_sided, shares, framed = [], [], [], [], [], {}, []
     with ThreadPoolExecutor(usable_cores()) as pool:
         converted = pool.map(lambda pair: _convert_pair(pair, raw, staging), pairs)
         for pair, done in zip(pairs, progress_bar(converted, "Converting to npy", len(pairs),
@@ -396,8 +396,7 @@ def _convert(pairs: list[Pair], raw: Path, staging: Path,
             relative_mask = done.row["mask"]
             if done.exif_doubt:
                 one_sided.append(f"{pair.image} and {pair.mask} ({_orientations(done.turns)})")
-            shares[relative_mask] = done.share
-            borders[relative_mask] = done.border
+            shares[relative_mask] = done.share, done.border  # of all pixels, of the border
             if done.share > MAX_NAIL_SHARE and done.border >= INVERTED_BORDER:
                 framed.append(f"{relative_mask} ({done.share:.0%} nail)")
             if done.share == 0:
@@ -410,7 +409,7 @@ def _convert(pairs: list[Pair], raw: Path, staging: Path,
                         "likely masks whose nail was lost (a 0/1 mask saved as a low-quality "
                         "JPEG, a nail in a channel the course does not read) than photos "
                         "without nails. Re-export them as PNG, nail 255 on 0:" + _listing(empty))
-    typical = float(np.median(list(shares.values()))) if shares else 0.0
+    typical = float(np.median([share for share, _ in shares.values()])) if shares else 0.0
     if len(framed) > MAX_EMPTY_SHARE * len(pairs):
         masks = Path(os.path.commonpath([pair.mask.parent for pair in pairs]))
         files = masks / ("*" if all(pair.mask.parent == masks for pair in pairs) else "*/*")
@@ -419,9 +418,9 @@ def _convert(pairs: list[Pair], raw: Path, staging: Path,
                         "where photos show background: the set looks inverted (nail dark on a "
                         "light background). Invert every mask (nail 255 on 0), e.g. with "
                         f"ImageMagick: mogrify -negate {files}.png:" + _listing(framed))
-    inverted = [f"{name} ({share:.0%} nail)" for name, share in shares.items()
+    inverted = [f"{name} ({share:.0%} nail)" for name, (share, border) in shares.items()
                 if share > max(MAX_NAIL_SHARE, NAIL_SHARE_FACTOR * typical)
-                and borders[name] > OUTLIER_BORDER]
+                and border > OUTLIER_BORDER]
     if inverted:
         problems.append(f"{len(inverted)} mask(s) are mostly nail, far from the set's "
                         f"{typical:.0%} (median): inverted masks (nail dark on a light "
