@@ -2,7 +2,6 @@
 
 import json
 
-import cv2
 import numpy as np
 import pytest
 from PIL import Image
@@ -254,40 +253,3 @@ def test_the_wide_style_adds_framings_sizes_and_plain_backgrounds_to_the_course(
     assert min(corners) < 6  # at least one plain background
     wide = LOOKS["wide"]
     assert wide.nude > LOOKS["course"].nude and wide.plain > 0 and wide.framed > 0
-
-
-
-def _wide_type_2(monkeypatch, **knobs) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Ten wide type-2 photos (fingers from an edge, bare nails, plain backgrounds), with ``knobs``."""
-    look = LOOKS["wide"]._replace(nude=1.0, plain=1.0, low_res=0.0, framed=1.0, **knobs)
-    monkeypatch.setitem(LOOKS, "wide", look)
-    return [synthetic_sample(2, index, style="wide")[1:] for index in range(1, 40, 4)]
-
-
-def _skin_detail(image: np.ndarray, mask: np.ndarray) -> float:
-    """Mean |Laplacian| of the lightly blurred grey image off the nails: wrinkles raise it."""
-    grey = cv2.GaussianBlur(image.astype(np.float32).mean(axis=2), (0, 0), 1.0)
-    return float(np.abs(cv2.Laplacian(grey, cv2.CV_32F))[mask == 0].mean())
-
-
-def _nail_contrast(image: np.ndarray, mask: np.ndarray) -> float:
-    """Colour step between the nails and the ring of skin around them (sum over channels)."""
-    ring = (cv2.dilate(mask, np.ones((13, 13), np.uint8)) > 0) & (mask == 0)
-    return float(np.abs(image[mask > 0].mean(0) - image[ring].mean(0)).sum())
-
-
-def test_the_wide_style_draws_wrinkled_knuckles_and_bare_nails_close_to_the_skin(monkeypatch):
-    """What real photos showed the shipped model getting wrong: wrinkled knuckle skin (not
-    nail) and bare nails barely paler than the skin (nail). The odds change the skin or the
-    nails of the same scenes, never the masks; the other styles draw neither."""
-    neither = _wide_type_2(monkeypatch, knuckles=1e-9, faint=1e-9)
-    knuckles = _wide_type_2(monkeypatch, knuckles=1.0, faint=1e-9)
-    faint = _wide_type_2(monkeypatch, knuckles=1e-9, faint=1.0)
-    contrast = []
-    for (image, mask), (wrinkled, same_mask), (pale, mask_too) in zip(neither, knuckles, faint):
-        assert np.array_equal(mask, same_mask) and np.array_equal(mask, mask_too)
-        assert _skin_detail(wrinkled, mask) > _skin_detail(image, mask)
-        contrast.append((_nail_contrast(pale, mask), _nail_contrast(image, mask)))
-    faint_contrast, usual_contrast = np.median(contrast, axis=0)
-    assert faint_contrast < 0.8 * usual_contrast  # (the ring of "skin" holds some background)
-    assert all(LOOKS[style].knuckles == LOOKS[style].faint == 0 for style in ("course", "photo", "salon"))

@@ -37,9 +37,7 @@ and half of type 2 four fingers side by side coming in from an edge, the palm ou
 picture; about a third of the backgrounds are plain (one colour of any hue, white to black,
 without clutter), three in ten photos of types 1, 2 and 4 are small (longest side 144..320,
 enlarged by the loader as a phone thumbnail would be), and half the nails are bare, more
-often short. Six hands in ten show wrinkled skin over their knuckles (oval patches of wavy
-lines, not nail), and half the bare nails are barely paler, darker or pinker than the skin,
-with a faint lunula and free edge.
+often short.
 
 ``"photo"``, a stand-in for "your own photos": close-up phone snapshots of one hand
 coming in from an edge of a mostly portrait 3:4 frame, under warm indoor light, on
@@ -81,7 +79,7 @@ from nailseg_common.setup.paths import data_dir, data_location, shown
 from nailseg_common.setup.profiles import select_profile
 from nailseg_common.setup.progress import progress as progress_bar
 
-GENERATOR_VERSION = 5
+GENERATOR_VERSION = 4
 MANIFEST_NAME = "manifest.json"
 TYPES = (1, 2, 3, 4)
 TYPE_DESCRIPTIONS = {
@@ -153,8 +151,6 @@ class _Look(NamedTuple):
     plain: float = 0.0  # odds of a plain background: one colour of any hue, no clutter
     low_res: float = 0.0  # odds of a small photo (longest side 144..320), seen enlarged
     framed: float = 0.0  # odds that type 1 (2) is one fingertip filling the frame (four fingers)
-    knuckles: float = 0.0  # odds that a hand's knuckles show patches of wrinkled skin
-    faint: float = 0.0  # odds that a bare nail is barely paler or pinker than the skin
 
 
 LOOKS = {
@@ -186,8 +182,7 @@ LOOKS = {
         (("glossy", 0.65), ("matte", 0.2), ("metallic", 0.15)),
         (("oval", 0.3), ("square", 0.2), ("short", 0.3), ("almond", 0.1), ("coffin", 0.05),
          ("stiletto", 0.05)),
-        0.1, 0.5, False, nude=0.5, plain=0.35, low_res=0.3, framed=0.5, knuckles=0.6,
-        faint=0.5),
+        0.1, 0.5, False, nude=0.5, plain=0.35, low_res=0.3, framed=0.5),
 }
 STYLES = tuple(LOOKS)
 
@@ -398,7 +393,7 @@ def _nail_style(rng: np.random.Generator, skin: np.ndarray, look: _Look) -> dict
     if length is None:
         length = "long" if rng.random() < 0.3 else "medium"
     finish = "glossy" if nude else _choose(rng, look.finishes)
-    style = {
+    return {
         "nude": nude,
         "colour": colour.astype(np.float32),
         "second": _pick(rng, look.polish if rng.random() < 0.6 else NEUTRAL_COLOURS[:4], 14.0),
@@ -419,18 +414,7 @@ def _nail_style(rng: np.random.Generator, skin: np.ndarray, look: _Look) -> dict
                   "matte": rng.uniform(0.02, 0.08), "metallic": rng.uniform(0.8, 1.0)}[finish],
         "window": finish == "glossy" and rng.random() < 0.3,  # a sharp reflection of a window
         "rings": look.rings,
-        "whitening": 1.0,  # how white the lunula and the free edge of a bare nail turn
-        # (the same draws whatever the odds, so changing them changes nothing else)
-        "knuckles": rng.uniform(0.5, 1.0) * (rng.random() < look.knuckles) if look.knuckles else 0.0,
     }
-    if nude and look.faint:  # a bare nail with low contrast against the skin
-        pinker = rng.uniform((1.0, 0.93, 0.93), (1.06, 1.0, 1.02))
-        faint = {"colour": (skin * pinker * rng.uniform(0.8, 1.02)).astype(np.float32),  # as lit skin
-                 "gloss": rng.uniform(0.03, 0.15), "dryness": rng.uniform(0.0, 0.08),
-                 "whitening": rng.uniform(0.15, 0.6)}
-        if rng.random() < look.faint:
-            style.update(faint)
-    return style
 
 
 def _nail_art(rng, style: dict, colour, t, x, y) -> None:
@@ -481,8 +465,7 @@ def _plate_colour(rng, style: dict, t, nv, du, dv, centre_u: float, radius: floa
         lunula = np.clip((-t - 0.45) / 0.25, 0, 1) * np.clip((0.8 - q) / 0.2, 0, 1)
         ridges = np.sin(q * 40.0) * 0.02  # fine lines along the plate
         colour *= (1.0 + ridges)[:, :, None]
-        whiter = (0.3 * lunula + 0.7 * free_edge) * style["whitening"]
-        colour += (np.float32(250) - colour) * whiter[:, :, None]
+        colour += (np.float32(250) - colour) * (0.3 * lunula + 0.7 * free_edge)[:, :, None]
     elif style["french"]:
         colour += (np.float32(248) - colour) * (0.92 * np.clip(free_edge * 3, 0, 1))[:, :, None]
     if style["gap"]:
@@ -589,39 +572,21 @@ def _visible_span(tip, angle, length, margin, h, w) -> tuple[float, float]:
     return lo, hi
 
 
-def _wrinkles(d, v, r, size: float, strength: float, phase: float):
-    """The skin over a knuckle: an oval patch of wavy lines across the finger (``d`` along it
-    from the crease), darker in the creases; returns (how much darker, how much of the patch)."""
-    patch = np.exp(-(d / (size * r)) ** 4 - (v / (0.75 * r)) ** 4)
-    bowed = d + np.float32(0.5) * v * v / r + np.float32(0.05) * r * np.sin(v / (0.2 * r) + phase)
-    lines = (0.5 + 0.5 * np.cos(bowed * np.float32(2 * math.pi / 0.2) / r + phase)) ** 4
-    return np.float32(strength) * patch * (0.4 * lines + 0.1), np.float32(strength) * patch
-
-
 def _skin_colour(skin, u, v, r, a: float, b: float, length: float, light: _Light,
-                 angle: float, texture: np.ndarray, knuckles: float = 0.0,
-                 phase: float = 0.0) -> np.ndarray:
-    """Lit skin: Lambert shading with redder shadows, a redder tip, creases, fine lines, pores;
-    ``knuckles`` > 0 adds wrinkled patches over the two knuckles, that strong."""
+                 angle: float, texture: np.ndarray) -> np.ndarray:
+    """Lit skin: Lambert shading with redder shadows, a redder tip, creases, fine lines, pores."""
     nv = np.clip(v / r, -1, 1)
     lx, lz = _light_across(light, angle)
     lit = np.clip(nv * np.float32(lx) + np.sqrt(1.0 - nv * nv) * np.float32(lz), 0, 1)
     shade = 0.42 + 0.58 * lit
-    redder = np.zeros_like(shade)
-    for crease, size in ((1.6, 0.35), (3.6, 0.6)):
+    for crease in (1.6, 3.6):
         if length > crease * r and a - r < crease * r < b + r:
             d = u + np.float32(crease) * r
             near = np.exp(-(d / (0.35 * r)) ** 2)
             shade *= 1.0 - 0.14 * np.exp(-(d / (0.06 * r)) ** 2) - 0.05 * near * np.sin(d / (0.03 * r)) ** 2
-            if knuckles:
-                darker, patch = _wrinkles(d, v, r, size, knuckles, phase + crease)
-                shade *= 1.0 - darker
-                redder += patch
     tint = np.float32([0.25, 0.0, -0.1]) * (1.0 - shade)[:, :, None]  # light scattered red
     tint += np.float32([0.03, -0.06, -0.05]) * np.exp(-((u + 0.4 * r) / (1.3 * r)) ** 2)[:, :, None]
     tint += np.float32(1.0)  # (the second term: blood under the fingertip)
-    if knuckles:
-        tint += np.float32([0.04, -0.03, -0.02]) * redder[:, :, None]
     shade *= 1.0 + texture
     colour = skin * shade[:, :, None]
     colour *= tint
@@ -648,8 +613,6 @@ def _draw_finger(canvas, mask, rng, tip, angle, radius, length, skin, light: _Li
     count = max(1, math.ceil((far - near) / max(3.0 * radius, 32.0)))
     edges = [near + (far - near) * i / count for i in range(count + 1)]
     r = np.float32(radius)
-    knuckles = nail["knuckles"] if nail is not None else 0.0
-    phase = (tip[0] + 2.0 * tip[1]) / radius  # wrinkles differ from finger to finger
     pieces = []
     for i in range(count):
         a, b = edges[i], edges[i + 1]  # this piece: u in [-b, -a)
@@ -683,7 +646,7 @@ def _draw_finger(canvas, mask, rng, tip, angle, radius, length, skin, light: _Li
         u, v, alpha = u[inner], v[inner], alpha[inner]
         y0, y1, x0, x1 = box
         colour = _skin_colour(skin, u, v, r, a, b, length, light, angle,
-                              light.texture[y0:y1, x0:x1], knuckles, phase)
+                              light.texture[y0:y1, x0:x1])
         _composite(canvas, box, colour, alpha)
         if mask is not None:
             mask[y0:y1, x0:x1][alpha >= 0.5] = 0
