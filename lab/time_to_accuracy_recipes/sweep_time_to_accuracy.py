@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import math
 import time
@@ -96,19 +97,21 @@ class Resident(pl.LightningDataModule):
 
 
 class Recipe(FastNailSegmentation):
-    """07's module with the sweep's knobs; ``decoder_interpolation`` rebuilds the U-Net with
-    smp's upsampling mode (before compiling it); ``side``: training batches resized to that
+    """07's module with the sweep's knobs; ``decoder_interpolation`` and ``decoder_channels``
+    rebuild the U-Net with smp's upsampling mode and decoder widths (before compiling it); ``side``: training batches resized to that
     side (image area-averaged, label area-averaged and thresholded at 0.5) for the first
     ``side_until`` steps (progressive resizing; validation stays at full size);
     ``positive_fraction``: the head's bias starts at its logit and each residual block's last
     batch norm at zero (the block starts as its shortcut)."""
 
     def __init__(self, *, flip_tta=False, lovasz=True, decoder_interpolation="nearest",
-                 compile_model=False, side=None, side_until=None, positive_fraction=None, **kwargs):
+                 decoder_channels=None, compile_model=False, side=None, side_until=None,
+                 positive_fraction=None, **kwargs):
         super().__init__(**kwargs)
-        if decoder_interpolation != "nearest":
+        if decoder_interpolation != "nearest" or decoder_channels:
+            widths = {"decoder_channels": tuple(decoder_channels)} if decoder_channels else {}
             self.model = smp.Unet(encoder_name=self.hparams.encoder, encoder_weights=None, in_channels=3,
-                                  classes=1, decoder_interpolation=decoder_interpolation)
+                                  classes=1, decoder_interpolation=decoder_interpolation, **widths)
         if positive_fraction is not None:
             with torch.no_grad():
                 for block in self.model.encoder.modules():
@@ -219,7 +222,7 @@ class PrintValidations(Callback):
 BASE = {"crop": None, "batch": 60, "lr": 2e-3, "warmup": 50, "steps": 1500, "val_every": 3, "ema": None, "tta": False,
             "policy": "full", "lovasz": True, "crop_until": None, "target": 0.85,
             "decoder_interpolation": "nearest", "label_resample": "nearest", "side": None, "side_until": None,
-            "init": False}
+            "init": False, "encoder": None, "decoder_channels": None}
 CONFIGS = {
     "base384": {},
     "c256": {"crop": 256},
@@ -259,6 +262,15 @@ CONFIGS = {
     "r192_s1200_init": {"steps": 1200, "side": 192, "side_until": 1050, "init": True},
     "r256_s1500": {"side": 256, "side_until": 1300},
     "test_side": {"batch": 8, "steps": 4, "warmup": 1, "val_every": 1, "side": 32, "side_until": 2, "init": True},
+    # issue 42: the level every seed reaches (IoU 0.83), each change alone, then together
+    "t83_base": {"target": 0.83},
+    "t83_init": {"target": 0.83, "init": True},
+    "t83_r18": {"target": 0.83, "encoder": "resnet18"},
+    "t83_dec_half": {"target": 0.83, "decoder_channels": (128, 64, 32, 16, 8)},
+    "t83_r18_half_init": {"target": 0.83, "encoder": "resnet18", "decoder_channels": (128, 64, 32, 16, 8),
+                          "init": True},
+    "test_widths": {"batch": 8, "steps": 4, "warmup": 1, "val_every": 1, "encoder": "resnet18",
+                    "decoder_channels": (32, 16, 8, 8, 4), "init": True},
     "test": {"crop": 48, "batch": 8, "steps": 4, "warmup": 1, "ema": 0.9, "tta": True, "val_every": 1, "lovasz": False},
     "test_bilinear": {"batch": 8, "steps": 4, "warmup": 1, "val_every": 1, "decoder_interpolation": "bilinear",
                       "label_resample": "bilinear"},
@@ -287,7 +299,7 @@ def run(cfg, tensors, name, knobs, seed, compile_model):
                                val_every_n_epochs=k["val_every"], num_workers=0)
     pl.seed_everything(seed, workers=True, verbose=False)
     positive_fraction = float(tensors["train"][1].float().mean()) if k["init"] else None
-    model = Recipe(encoder=cfg.encoder, lr=k["lr"], max_steps=k["steps"], warmup_steps=k["warmup"],
+    model = Recipe(encoder=k["encoder"] or cfg.encoder, decoder_channels=k["decoder_channels"], lr=k["lr"], max_steps=k["steps"], warmup_steps=k["warmup"],
                    compile_model=compile_model, fused_optimizer=True, flip_tta=k["tta"],
                    lovasz=k["lovasz"], decoder_interpolation=k["decoder_interpolation"],
                    side=k["side"], side_until=k["side_until"], positive_fraction=positive_fraction)
@@ -308,30 +320,31 @@ def run(cfg, tensors, name, knobs, seed, compile_model):
             "history": clock.history}
 
 
-def step_rates(cfg, tensors, out, modes, shapes):
+def step_rates(cfg, tensors, out, modes, shapes, configs=("base384",)):
     from nailseg_common.measure.timing import ResidentBatches, measure_training
-    for mode in modes:
-        for batch, crop in shapes:
-            torch._dynamo.reset()
-            pl.seed_everything(0, verbose=False)
-            model = FastNailSegmentation(encoder=cfg.encoder, lr=2e-3, max_steps=10_000,
-                                         fused_optimizer=True)
-            if mode != "eager":
-                model.model.compile(mode=None if mode == "default" else mode)
-            loader = GpuBatches(*tensors["train"], batch, True, 0, crop)
-            batches = ResidentBatches([b for _, b in zip(range(8), loader)], 1000)
-            prof = dataclasses.replace(cfg, batch_size=batch)
-            t0 = time.perf_counter()
-            try:
-                res = measure_training(batches, prof, 10, 30, 3, make_model=lambda _model=model, **_: _model)
-                rec = {"mode": mode, "batch": batch, "side": crop or cfg.image_size, "img_s": res["img_s"],
-                       "img_s_min": res["img_s_min"], "img_s_max": res["img_s_max"],
-                       "total_s": time.perf_counter() - t0}
-            except Exception as error:  # noqa: BLE001  (exploration: record and go on)
-                rec = {"mode": mode, "batch": batch, "crop": crop, "error": repr(error)[:300]}
-            print(json.dumps(rec), flush=True)
-            with open(out, "a") as f:
-                f.write(json.dumps(rec) + "\n")
+    for mode, name, (batch, crop) in itertools.product(modes, configs, shapes):
+        k = {**BASE, **CONFIGS[name]}
+        torch._dynamo.reset()
+        pl.seed_everything(0, verbose=False)
+        model = Recipe(encoder=k["encoder"] or cfg.encoder, decoder_channels=k["decoder_channels"],
+                       lr=2e-3, max_steps=10_000, fused_optimizer=True)
+        if mode != "eager":
+            model.model.compile(mode=None if mode == "default" else mode)
+        loader = GpuBatches(*tensors["train"], batch, True, 0, crop)
+        batches = ResidentBatches([b for _, b in zip(range(8), loader)], 1000)
+        prof = dataclasses.replace(cfg, batch_size=batch)
+        t0 = time.perf_counter()
+        try:
+            res = measure_training(batches, prof, 10, 30, 3, make_model=lambda _model=model, **_: _model)
+            rec = {"mode": mode, "config": name, "batch": batch, "side": crop or cfg.image_size,
+                   "img_s": res["img_s"],
+                   "img_s_min": res["img_s_min"], "img_s_max": res["img_s_max"],
+                   "total_s": time.perf_counter() - t0}
+        except Exception as error:  # noqa: BLE001  (exploration: record and go on)
+            rec = {"mode": mode, "batch": batch, "crop": crop, "error": repr(error)[:300]}
+        print(json.dumps(rec), flush=True)
+        with open(out, "a") as f:
+            f.write(json.dumps(rec) + "\n")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -357,7 +370,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.step_rates:
         shapes = [tuple(map(int, shape.split("x"))) for shape in args.shapes.split(",")]
         shapes = [(batch, side if side < cfg.image_size else None) for batch, side in shapes]
-        step_rates(cfg, tensors, args.out, args.step_rates.split(","), shapes)
+        step_rates(cfg, tensors, args.out, args.step_rates.split(","), shapes,
+                   args.configs.split(",") if args.configs else ("base384",))
         return
     for name in args.configs.split(","):
         for seed in map(int, args.seeds.split(",")):
