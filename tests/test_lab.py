@@ -304,3 +304,41 @@ def test_wide_pretraining_scores_tell_missed_nails_from_skin_taken_for_nail():
     predicted[1:3] = 255  # 6 of them found, 6 skin pixels taken for nail
     assert scores(predicted, mask) == pytest.approx({"dice": 0.5, "precision": 0.5, "recall": 0.5})
     assert scores(np.zeros((4, 6), np.uint8), mask)["precision"] == 1.0
+
+
+def test_adapt_statistics_replaces_the_running_statistics_and_scores_both_ways(tmp_path):
+    from PIL import Image
+
+    from lab.adapt_statistics import adapt_statistics
+    from nailseg_common.predict import load_model
+    rng = np.random.default_rng(2)
+    for name in ("h1_1", "h1_2", "h2_1", "h3_1"):  # three hands: <hand>_<shot>
+        for folder, array in (("Images", rng.integers(0, 255, (40, 50, 3), np.uint8)),
+                              ("Masks", (rng.random((40, 50)) > 0.7).astype(np.uint8) * 255)):
+            (tmp_path / folder / "1").mkdir(parents=True, exist_ok=True)
+            Image.fromarray(array).save(tmp_path / folder / "1" / f"{name}.png")
+    photos = [np.asarray(Image.open(p)) for p in sorted((tmp_path / "Images").rglob("*.png"))]
+    norm = next(m for m in load_model(SHIPPED_MODEL).modules() if isinstance(m, torch.nn.BatchNorm2d))
+    adapted = next(m for m in adapt_statistics.adapt_statistics(load_model(SHIPPED_MODEL), photos, 64)
+                   .modules() if isinstance(m, torch.nn.BatchNorm2d))
+    assert not torch.allclose(norm.running_mean, adapted.running_mean) and not adapted.training
+    out = tmp_path / "result.json"
+    adapt_statistics.main([str(tmp_path), "--model", str(SHIPPED_MODEL), "--sides", "64",
+                           "--out", str(out)])
+    result = json.loads(out.read_text())
+    row = result["rows"][0]
+    assert result["hands"] == 3 and row["as_is"]["dice"]["n"] == 4
+    assert row["statistics_of_all_photos"]["dice"]["n"] == 4
+    assert 0 < row["statistics_of_other_hands"]["dice"]["n"] < 4  # scored on hands it did not see
+    assert row["as_is"]["minus_as_is"] == {"gain": 0.0, "gain_se": 0.0, "wins": 0, "loses": 0}
+
+
+def test_sweep_rebuilds_the_unet_with_the_decoder_widths_it_is_given():
+    widths = (32, 16, 8, 8, 4)
+    recipe = sweep_time_to_accuracy.Recipe(encoder="resnet18", decoder_channels=widths, lr=1e-3,
+                                           max_steps=2)
+    convs = [m for m in recipe.model.decoder.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert convs[-1].out_channels == widths[-1]
+    assert sum(p.numel() for p in recipe.parameters()) < sum(
+        p.numel() for p in sweep_time_to_accuracy.Recipe(encoder="resnet18", lr=1e-3,
+                                                         max_steps=2).parameters())
