@@ -50,7 +50,6 @@ RECIPES = {  # name: side, optimizer steps, peak learning rate, keep BatchNorm s
     "r384_s600_keep": {"side": 384, "steps": 600, "lr": 7e-4, "keep": True},
     "r384_s1500": {"side": 384, "steps": 1500, "lr": 7e-4, "keep": False},
     "r384_s1200_lr2e-3": {"side": 384, "steps": 1200, "lr": 2e-3, "keep": False},
-    "r512_s600_lr2e-3": {"side": 512, "steps": 600, "lr": 2e-3, "keep": False},
     "r512_s600": {"side": 512, "steps": 600, "lr": 7e-4, "keep": False},
     "r256_s600": {"side": 256, "steps": 600, "lr": 7e-4, "keep": False},
     "cpu160_s40": {"side": 160, "steps": 40, "lr": 1e-4, "keep": True},
