@@ -342,3 +342,18 @@ def test_sweep_rebuilds_the_unet_with_the_decoder_widths_it_is_given():
     assert sum(p.numel() for p in recipe.parameters()) < sum(
         p.numel() for p in sweep_time_to_accuracy.Recipe(encoder="resnet18", lr=1e-3,
                                                          max_steps=2).parameters())
+
+
+def test_real_photo_errors_tells_outlines_from_missed_nails_and_blobs_on_skin():
+    from lab.real_photo_errors.real_photo_errors import errors
+    mask = np.zeros((20, 30), np.uint8)
+    mask[2:8, 2:8] = 1  # a nail found, drawn 1 px too large
+    mask[12:18, 2:8] = 1  # a nail missed
+    predicted = np.zeros((20, 30), np.uint8)
+    predicted[1:9, 1:9] = 255
+    predicted[12:16, 20:26] = 255  # a blob on skin
+    found = errors(predicted, mask)
+    assert (found["nails"], found["missed"], found["extra"]) == (2, 1, 1)
+    assert found["extra_share"] == pytest.approx(24 / (24 + 28))
+    assert found["dice_objects_fixed"] == pytest.approx(2 * 72 / (100 + 72))  # the outline error left
+    assert found["dice_outline_fixed"] == pytest.approx(2 * 36 / (60 + 72))  # nail missed, blob left

@@ -1,0 +1,82 @@
+"""Where does the shipped model lose hard Dice on real photos: outlines, missed nails, or skin?
+
+    python -m lab.real_photo_errors.real_photo_errors PHOTOS --out real_photo_errors_cpu.json
+
+Every photo under ``PHOTOS/Images`` (its mask under ``PHOTOS/Masks``) runs through
+``predict``'s own ``predict_mask`` at each of ``--sides`` (test-time flips on), at the
+photo's size. Per photo: the true nails (connected components of the mask) the prediction
+covers less than half of ("missed"); the predicted blobs that touch no true nail ("extra"),
+and their share of the wrongly predicted nail pixels; hard Dice; hard Dice with the object
+errors corrected (missed nails filled, extra blobs removed: the outline errors of the nails
+it found are left) and with the outline errors corrected (the mask, less the missed nails,
+plus the extra blobs: the object errors are left). Mean ± standard error over photos, and the
+counts summed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+from pathlib import Path
+
+import cv2
+import numpy as np
+import torch
+
+from lab.real_photos_recipe.real_photos_recipe import mean_se
+from lab.zero_shot_by_side.zero_shot_by_side import photo_dice
+from nailseg_common.data.images import read_binary_mask, read_rgb
+from nailseg_common.predict import load_model, predict_mask
+from nailseg_common.setup.environment import device_description, library_versions
+from nailseg_common.setup.files import write_json
+from nailseg_common.training.run_logs import SHIPPED_MODEL
+
+
+def errors(predicted: np.ndarray, mask: np.ndarray) -> dict[str, float]:
+    """The error split of one 0/255 prediction against its {0, 1} mask (see the module)."""
+    nail, truth = predicted > 127, mask > 0
+    count, nails = cv2.connectedComponents(truth.astype(np.uint8))
+    missed = [k for k in range(1, count) if nail[nails == k].mean() < 0.5]
+    blobs, found = cv2.connectedComponents(nail.astype(np.uint8))
+    extra = [k for k in range(1, blobs) if not truth[found == k].any()]
+    missed_pixels, extra_pixels = np.isin(nails, missed), np.isin(found, extra)
+    objects_fixed = (nail & ~extra_pixels) | missed_pixels  # only outline errors left
+    outline_fixed = (truth & ~missed_pixels) | extra_pixels  # only object errors left
+    wrong_nail = (nail & ~truth).sum()
+    return {"dice": photo_dice(predicted, mask),
+            "dice_outline_fixed": photo_dice(outline_fixed.astype(np.uint8) * 255, mask),
+            "dice_objects_fixed": photo_dice(objects_fixed.astype(np.uint8) * 255, mask),
+            "nails": count - 1, "missed": len(missed), "extra": len(extra),
+            "extra_share": float(extra_pixels.sum() / wrong_nail) if wrong_nail else 0.0}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("photos", type=Path, help="a folder with Images/ and Masks/")
+    parser.add_argument("--checkpoint", type=Path, default=SHIPPED_MODEL)
+    parser.add_argument("--sides", default="192,384")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    model, rows = load_model(args.checkpoint), []
+    images = sorted((args.photos / "Images").rglob("*.*"))
+    for side in (int(side) for side in args.sides.split(",")):
+        found = []
+        with torch.inference_mode():
+            for image in images:
+                mask = read_binary_mask(args.photos / "Masks" / image.relative_to(
+                    args.photos / "Images").with_suffix(".png"))
+                predicted = predict_mask(model, read_rgb(image), side, torch.device("cpu"), True)
+                found.append(errors(predicted, mask))
+        row = {"side": side, **{key: mean_se([f[key] for f in found]) for key in
+                                ("dice", "dice_outline_fixed", "dice_objects_fixed", "extra_share")},
+               **{key: int(sum(f[key] for f in found)) for key in ("nails", "missed", "extra")}}
+        rows.append(row)
+        print(side, {k: round(v["mean"], 3) if isinstance(v, dict) else v for k, v in row.items()},
+              flush=True)
+    write_json(args.out, {"checkpoint": args.checkpoint.name, "photos": len(images),
+                          "rows": rows, "device": device_description(),
+                          "versions": library_versions(), "date": datetime.date.today().isoformat()})
+
+
+if __name__ == "__main__":
+    main()
