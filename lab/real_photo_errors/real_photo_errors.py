@@ -9,7 +9,8 @@ covers less than half of ("missed"); the predicted blobs that touch no true nail
 and their share of the wrongly predicted nail pixels; hard Dice; hard Dice with the object
 errors corrected (missed nails filled, extra blobs removed: the outline errors of the nails
 it found are left) and with the outline errors corrected (the mask, less the missed nails,
-plus the extra blobs: the object errors are left). Mean ± standard error over photos, and the
+plus the extra blobs: the object errors are left); hard Dice of the prediction shrunk and
+grown by one pixel (a systematic offset of the outline would favour one). Mean ± standard error over photos, and the
 counts summed.
 """
 
@@ -31,6 +32,8 @@ from nailseg_common.setup.environment import device_description, library_version
 from nailseg_common.setup.files import write_json
 from nailseg_common.training.run_logs import SHIPPED_MODEL
 
+NEIGHBOURS = np.ones((3, 3), np.uint8)  # a prediction shrunk or grown by one pixel
+
 
 def errors(predicted: np.ndarray, mask: np.ndarray) -> dict[str, float]:
     """The error split of one 0/255 prediction against its {0, 1} mask (see the module)."""
@@ -46,6 +49,8 @@ def errors(predicted: np.ndarray, mask: np.ndarray) -> dict[str, float]:
     return {"dice": photo_dice(predicted, mask),
             "dice_outline_fixed": photo_dice(outline_fixed.astype(np.uint8) * 255, mask),
             "dice_objects_fixed": photo_dice(objects_fixed.astype(np.uint8) * 255, mask),
+            "dice_shrunk": photo_dice(cv2.erode(predicted, NEIGHBOURS), mask),
+            "dice_grown": photo_dice(cv2.dilate(predicted, NEIGHBOURS), mask),
             "nails": count - 1, "missed": len(missed), "extra": len(extra),
             "extra_share": float(extra_pixels.sum() / wrong_nail) if wrong_nail else 0.0}
 
@@ -68,7 +73,8 @@ def main(argv: list[str] | None = None) -> None:
                 predicted = predict_mask(model, read_rgb(image), side, torch.device("cpu"), True)
                 found.append(errors(predicted, mask))
         row = {"side": side, **{key: mean_se([f[key] for f in found]) for key in
-                                ("dice", "dice_outline_fixed", "dice_objects_fixed", "extra_share")},
+                                ("dice", "dice_outline_fixed", "dice_objects_fixed", "dice_shrunk",
+                                            "dice_grown", "extra_share")},
                **{key: int(sum(f[key] for f in found)) for key in ("nails", "missed", "extra")}}
         rows.append(row)
         print(side, {k: round(v["mean"], 3) if isinstance(v, dict) else v for k, v in row.items()},
