@@ -98,7 +98,8 @@ class Resident(pl.LightningDataModule):
 
 class Recipe(FastNailSegmentation):
     """07's module with the sweep's knobs; ``decoder_interpolation`` and ``decoder_channels``
-    rebuild the U-Net with smp's upsampling mode and decoder widths (before compiling it); ``side``: training batches resized to that
+    rebuild the U-Net with smp's upsampling mode and decoder widths (before compiling it);
+    ``side``: training batches resized to that
     side (image area-averaged, label area-averaged and thresholded at 0.5) for the first
     ``side_until`` steps (progressive resizing; validation stays at full size);
     ``positive_fraction``: the head's bias starts at its logit and each residual block's last
@@ -299,7 +300,8 @@ def run(cfg, tensors, name, knobs, seed, compile_model):
                                val_every_n_epochs=k["val_every"], num_workers=0)
     pl.seed_everything(seed, workers=True, verbose=False)
     positive_fraction = float(tensors["train"][1].float().mean()) if k["init"] else None
-    model = Recipe(encoder=k["encoder"] or cfg.encoder, decoder_channels=k["decoder_channels"], lr=k["lr"], max_steps=k["steps"], warmup_steps=k["warmup"],
+    model = Recipe(encoder=k["encoder"] or cfg.encoder, decoder_channels=k["decoder_channels"],
+                   lr=k["lr"], max_steps=k["steps"], warmup_steps=k["warmup"],
                    compile_model=compile_model, fused_optimizer=True, flip_tta=k["tta"],
                    lovasz=k["lovasz"], decoder_interpolation=k["decoder_interpolation"],
                    side=k["side"], side_until=k["side_until"], positive_fraction=positive_fraction)
