@@ -357,3 +357,13 @@ def test_real_photo_errors_tells_outlines_from_missed_nails_and_blobs_on_skin():
     assert found["extra_share"] == pytest.approx(24 / (24 + 28))
     assert found["dice_objects_fixed"] == pytest.approx(2 * 72 / (100 + 72))  # the outline error left
     assert found["dice_outline_fixed"] == pytest.approx(2 * 36 / (60 + 72))  # nail missed, blob left
+
+
+def test_real_photo_errors_measures_how_far_a_found_nail_reaches_past_its_mask():
+    from lab.real_photo_errors.real_photo_errors import outline_reach
+    mask = np.zeros((30, 30), np.uint8)
+    mask[10:20, 5:11] = 1  # a nail 10 rows high, 6 wide
+    mask[10:20, 20:26] = 1  # a nail the prediction misses
+    predicted = np.zeros((30, 30), np.uint8)
+    predicted[8:17, 4:12] = 255  # 2 rows further up, 3 rows short at the bottom, 2 px wider
+    assert outline_reach(predicted, mask) == [{"tip": 2, "base": -3, "width": 2.0}]

@@ -10,7 +10,9 @@ and their share of the wrongly predicted nail pixels; hard Dice; hard Dice with 
 errors corrected (missed nails filled, extra blobs removed: the outline errors of the nails
 it found are left) and with the outline errors corrected (the mask, less the missed nails,
 plus the extra blobs: the object errors are left); hard Dice of the prediction shrunk and
-grown by one pixel (a systematic offset of the outline would favour one). Mean ± standard error over photos, and the
+grown by one pixel (a systematic offset of the outline would favour one); for every nail
+found, how much further than the mask the prediction reaches at the top, at the bottom and
+sideways (``outline_reach``). Mean ± standard error over photos, and the
 counts summed.
 """
 
@@ -55,6 +57,32 @@ def errors(predicted: np.ndarray, mask: np.ndarray) -> dict[str, float]:
             "extra_share": float(extra_pixels.sum() / wrong_nail) if wrong_nail else 0.0}
 
 
+def outline_reach(predicted: np.ndarray, mask: np.ndarray) -> list[dict[str, int]]:
+    """For every nail found (not missed), in pixels, how much further than the mask the
+    prediction reaches towards the top (``tip``, the fingertip in photos of fingers pointing
+    up), towards the bottom (``base``, the cuticle) and how much wider it is (``width``, mean
+    over rows): the predicted blobs that overlap the nail, within its box grown by half its
+    height up and down and a quarter of its width sideways."""
+    nail, truth = predicted > 127, mask > 0
+    count, nails = cv2.connectedComponents(truth.astype(np.uint8))
+    _, found = cv2.connectedComponents(nail.astype(np.uint8))
+    reach = []
+    for k in range(1, count):
+        own = nails == k
+        if nail[own].mean() < 0.5:
+            continue  # missed: an object error, not an outline
+        rows, cols = np.flatnonzero(own.any(1)), np.flatnonzero(own.any(0))
+        height, width = rows[-1] - rows[0] + 1, cols[-1] - cols[0] + 1
+        box = np.zeros_like(own)
+        box[max(0, rows[0] - height // 2):rows[-1] + height // 2 + 1,
+            max(0, cols[0] - width // 4):cols[-1] + width // 4 + 1] = True
+        drawn = np.isin(found, np.unique(found[own & nail])) & box
+        drawn_rows = np.flatnonzero(drawn.any(1))
+        reach.append({"tip": int(rows[0] - drawn_rows[0]), "base": int(drawn_rows[-1] - rows[-1]),
+                      "width": float(drawn.sum() / len(drawn_rows) - own.sum() / len(rows))})
+    return reach
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("photos", type=Path, help="a folder with Images/ and Masks/")
@@ -65,20 +93,24 @@ def main(argv: list[str] | None = None) -> None:
     model, rows = load_model(args.checkpoint), []
     images = sorted((args.photos / "Images").rglob("*.*"))
     for side in (int(side) for side in args.sides.split(",")):
-        found = []
+        found, reach = [], []
         with torch.inference_mode():
             for image in images:
                 mask = read_binary_mask(args.photos / "Masks" / image.relative_to(
                     args.photos / "Images").with_suffix(".png"))
                 predicted = predict_mask(model, read_rgb(image), side, torch.device("cpu"), True)
                 found.append(errors(predicted, mask))
+                reach += outline_reach(predicted, mask)
         row = {"side": side, **{key: mean_se([f[key] for f in found]) for key in
                                 ("dice", "dice_outline_fixed", "dice_objects_fixed", "dice_shrunk",
                                             "dice_grown", "extra_share")},
-               **{key: int(sum(f[key] for f in found)) for key in ("nails", "missed", "extra")}}
+               **{key: int(sum(f[key] for f in found)) for key in ("nails", "missed", "extra")},
+               "reach": {key: {**mean_se([r[key] for r in reach]),
+                               "median": float(np.median([r[key] for r in reach]))}
+                         for key in ("tip", "base", "width")}}
         rows.append(row)
-        print(side, {k: round(v["mean"], 3) if isinstance(v, dict) else v for k, v in row.items()},
-              flush=True)
+        print(side, {key: value for key, value in row.items() if key != "reach"}, "reach (median):",
+              {key: value["median"] for key, value in row["reach"].items()}, flush=True)
     write_json(args.out, {"checkpoint": args.checkpoint.name, "photos": len(images),
                           "rows": rows, "device": device_description(),
                           "versions": library_versions(), "date": datetime.date.today().isoformat()})
