@@ -345,14 +345,14 @@ def test_sweep_rebuilds_the_unet_with_the_decoder_widths_it_is_given():
 
 
 def test_real_photo_errors_tells_outlines_from_missed_nails_and_blobs_on_skin():
-    from lab.real_photo_errors.real_photo_errors import errors
+    from lab.real_photo_errors.real_photo_errors import errors, match
     mask = np.zeros((20, 30), np.uint8)
     mask[2:8, 2:8] = 1  # a nail found, drawn 1 px too large
     mask[12:18, 2:8] = 1  # a nail missed
     predicted = np.zeros((20, 30), np.uint8)
     predicted[1:9, 1:9] = 255
     predicted[12:16, 20:26] = 255  # a blob on skin
-    found = errors(predicted, mask)
+    found = errors(match(predicted, mask))
     assert (found["nails"], found["missed"], found["extra"]) == (2, 1, 1)
     assert found["extra_share"] == pytest.approx(24 / (24 + 28))
     assert found["dice_objects_fixed"] == pytest.approx(2 * 72 / (100 + 72))  # the outline error left
@@ -360,10 +360,10 @@ def test_real_photo_errors_tells_outlines_from_missed_nails_and_blobs_on_skin():
 
 
 def test_real_photo_errors_measures_how_far_a_found_nail_reaches_past_its_mask():
-    from lab.real_photo_errors.real_photo_errors import outline_reach
+    from lab.real_photo_errors.real_photo_errors import match, outline_reach
     mask = np.zeros((30, 30), np.uint8)
     mask[10:20, 5:11] = 1  # a nail 10 rows high, 6 wide
     mask[10:20, 20:26] = 1  # a nail the prediction misses
     predicted = np.zeros((30, 30), np.uint8)
     predicted[8:17, 4:12] = 255  # 2 rows further up, 3 rows short at the bottom, 2 px wider
-    assert outline_reach(predicted, mask) == [{"tip": 2, "base": -3, "width": 2.0}]
+    assert outline_reach(match(predicted, mask)) == [{"tip": 2, "base": -3, "width": 2.0}]

@@ -5,9 +5,9 @@
 The model's BatchNorm running statistics are replaced by the mean and variance of its
 activations over photos resized as ``predict`` resizes them (no masks used; "AdaBN"), then
 every photo runs through ``predict``'s own ``predict_mask`` (test-time flips on). Two ways:
-statistics from all the photos, and from half the hands, scored on the other half (photos
-``<hand>_<shot>.png``). Hard Dice, precision and recall per photo, mean ± standard error,
-paired against the model as it is on the same photos.
+statistics from all the photos, and from half the hands (``hand_folds``: photos
+``<hand>_<shot>``), scored on the other half. Hard Dice, precision and recall per photo,
+mean ± standard error, paired against the model as it is on the same photos.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lab.real_photos_recipe.real_photos_recipe import mean_se
+from lab.real_photos_recipe.real_photos_recipe import hand_folds, hand_of, mean_se
 from lab.wide_pretraining.wide_pretraining import scores
-from nailseg_common.data.images import read_binary_mask, read_rgb
+from lab.zero_shot_by_side.zero_shot_by_side import photos_with_masks
 from nailseg_common.pipelines.albumentations_pipeline import valid_transform
 from nailseg_common.predict import load_model, predict_mask
 from nailseg_common.setup.environment import device_description, library_versions
@@ -63,15 +63,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sides", default="192,384")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
-    files = sorted((args.photos / "Images").rglob("*.png"))
-    photos = [read_rgb(file) for file in files]
-    masks = [read_binary_mask(args.photos / "Masks" / file.relative_to(args.photos / "Images"))
-             for file in files]
-    hands = sorted({file.stem.rsplit("_", 1)[0] for file in files})
-    np.random.default_rng(0).shuffle(hands)
-    first_half = set(hands[:len(hands) // 2])
-    fitted = [i for i, file in enumerate(files) if file.stem.rsplit("_", 1)[0] in first_half]
-    held = [i for i in range(len(files)) if i not in fitted]
+    names, photos, masks = zip(*photos_with_masks(args.photos))
+    fitted, held = hand_folds(list(names), 2)[0]  # half the hands each way
+    hands = len({hand_of(name) for name in names})
     rows = []
     for side in (int(side) for side in args.sides.split(",")):
         as_is = score(load_model(args.model), photos, masks, side)
@@ -83,7 +77,7 @@ def main(argv: list[str] | None = None) -> None:
                      "statistics_of_other_hands": summary(halves, [as_is[i] for i in held])})
         print(side, {name: round(row["dice"]["mean"], 3) for name, row in rows[-1].items()
                      if name != "side"}, flush=True)
-    write_json(args.out, {"model": args.model.name, "photos": len(files), "hands": len(hands),
+    write_json(args.out, {"model": args.model.name, "photos": len(names), "hands": hands,
                           "rows": rows, "device": device_description(),
                           "versions": library_versions(), "date": datetime.date.today().isoformat()})
 

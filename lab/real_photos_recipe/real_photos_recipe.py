@@ -64,10 +64,15 @@ RECIPES = {  # name: side, optimizer steps, peak learning rate, keep BatchNorm s
 }
 
 
+def hand_of(name: str) -> str:
+    """The hand a photo ``<hand>_<n>`` (any folder, any suffix) shows."""
+    return re.sub(r"_\d+$", "", Path(name).stem)
+
+
 def hand_folds(names: list[str], folds: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
     """``(training, held_out)`` indices of each fold; the shots of one hand (``<hand>_<n>``)
     share a fold."""
-    hands = [re.sub(r"_\d+$", "", Path(name).stem) for name in names]
+    hands = [hand_of(name) for name in names]
     groups = sorted(set(hands))
     order = np.random.default_rng(seed).permutation(len(groups))
     fold_of = {groups[g]: i % folds for i, g in enumerate(order)}

@@ -25,8 +25,7 @@ import torch
 
 from lab.real_photos_recipe.real_photos_recipe import mean_se
 from lab.transfer_held_out_style.transfer_held_out_style import named_models
-from lab.zero_shot_by_side.zero_shot_by_side import photo_dice
-from nailseg_common.data.images import read_binary_mask, read_rgb
+from lab.zero_shot_by_side.zero_shot_by_side import photo_dice, photos_with_masks
 from nailseg_common.predict import load_model, predict_mask
 from nailseg_common.setup.environment import device_description, library_versions
 from nailseg_common.setup.files import write_json
@@ -47,11 +46,8 @@ def per_photo_scores(models: dict[str, Path], photos: Path, sides: list[int]) ->
     loaded = {name: load_model(path) for name, path in models.items()}
     rows = {}
     with torch.inference_mode():
-        for image in sorted((photos / "Images").rglob("*.*")):
-            relative = image.relative_to(photos / "Images")
-            photo = read_rgb(image)
-            mask = read_binary_mask(photos / "Masks" / relative.with_suffix(".png"))
-            rows[str(relative)] = {
+        for name, photo, mask in photos_with_masks(photos):
+            rows[name] = {
                 f"{name}@{side}:{score}": value
                 for name, model in loaded.items() for side in sides
                 for score, value in scores(predict_mask(model, photo, side, torch.device("cpu"),

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from nailseg_common.data.images import read_binary_mask, read_rgb
+from nailseg_common.data.preparation import find_pairs
 from nailseg_common.predict import load_model, predict_mask
 from nailseg_common.setup.environment import device_description, library_versions
 from nailseg_common.setup.files import write_json
@@ -32,6 +33,13 @@ def photo_dice(predicted: np.ndarray, mask: np.ndarray) -> float:
     return float(per_image_dice(as_logits, torch.from_numpy(mask.astype(np.float32))[None, None]))
 
 
+def photos_with_masks(folder: Path) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """Every photo of ``folder`` (the layouts ``find_pairs`` takes) with its {0, 1} mask, each
+    read once: ``(type/name, HxWx3 uint8, HxW uint8)``."""
+    return [(f"{pair.type}/{pair.name}", read_rgb(pair.image), read_binary_mask(pair.mask))
+            for pair in find_pairs(folder)]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("photos", type=Path, help="a folder with Images/ and Masks/")
@@ -40,14 +48,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     sides = [int(side) for side in args.sides.split(",")]
-    images = sorted((args.photos / "Images").rglob("*.*"))
     model, device = load_model(args.checkpoint), torch.device("cpu")
     dice = {(side, flips): [] for side in sides for flips in (False, True)}
     with torch.inference_mode():
-        for image in images:
-            photo = read_rgb(image)
-            mask = read_binary_mask(args.photos / "Masks" / image.relative_to(
-                args.photos / "Images").with_suffix(".png"))
+        for _, photo, mask in photos_with_masks(args.photos):
             for (side, flips), values in dice.items():
                 values.append(photo_dice(predict_mask(model, photo, side, device, flips), mask))
     rows = [{"side": side, "flips": flips, "dice": float(np.mean(values)),
