@@ -96,6 +96,13 @@ class Resident(pl.LightningDataModule):
         return GpuBatches(*self.tensors["valid"], 60, False)
 
 
+class PassThrough(torch.nn.Module):
+    """A U-Net decoder block that changes nothing (smp calls it with the target size)."""
+
+    def forward(self, x, height, width, skip_connection=None):
+        return x
+
+
 class Recipe(FastNailSegmentation):
     """07's module with the sweep's knobs; ``decoder_interpolation`` and ``decoder_channels``
     rebuild the U-Net with smp's upsampling mode and decoder widths (before compiling it);
@@ -103,16 +110,23 @@ class Recipe(FastNailSegmentation):
     side (image area-averaged, label area-averaged and thresholded at 0.5) for the first
     ``side_until`` steps (progressive resizing; validation stays at full size);
     ``positive_fraction``: the head's bias starts at its logit and each residual block's last
-    batch norm at zero (the block starts as its shortcut)."""
+    batch norm at zero (the block starts as its shortcut); ``half_resolution_head``: the
+    decoder's last block (the one at full resolution) dropped, the head predicting at half
+    resolution and its logits upsampled bilinearly."""
 
     def __init__(self, *, flip_tta=False, lovasz=True, decoder_interpolation="nearest",
                  decoder_channels=None, compile_model=False, side=None, side_until=None,
-                 positive_fraction=None, **kwargs):
+                 positive_fraction=None, half_resolution_head=False, **kwargs):
         super().__init__(**kwargs)
-        if decoder_interpolation != "nearest" or decoder_channels:
-            widths = {"decoder_channels": tuple(decoder_channels)} if decoder_channels else {}
+        if decoder_interpolation != "nearest" or decoder_channels or half_resolution_head:
+            widths = tuple(decoder_channels or (256, 128, 64, 32, 16))
             self.model = smp.Unet(encoder_name=self.hparams.encoder, encoder_weights=None, in_channels=3,
-                                  classes=1, decoder_interpolation=decoder_interpolation, **widths)
+                                  classes=1, decoder_interpolation=decoder_interpolation,
+                                  decoder_channels=widths)
+            if half_resolution_head:
+                self.model.decoder.blocks[-1] = PassThrough()
+                self.model.segmentation_head[0] = torch.nn.Conv2d(widths[-2], 1, 3, padding=1)
+                self.model.segmentation_head[1] = torch.nn.Upsample(scale_factor=2, mode="bilinear")
         if positive_fraction is not None:
             with torch.no_grad():
                 for block in self.model.encoder.modules():
@@ -210,12 +224,22 @@ class EMAWeights(Callback):
 
 
 class PrintValidations(Callback):
-    """Prints each validation as a JSON line, so that a run cut short still leaves its curve."""
+    """Prints each validation as a JSON line, so that a run cut short still leaves its curve;
+    ``validation_s``: the seconds spent in validations (CUDA synchronized at both ends)."""
 
     def __init__(self, name, seed):
         self.name, self.seed = name, seed
+        self.validation_s, self._start = 0.0, None
+
+    def on_validation_start(self, trainer, pl_module):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        self._start = time.perf_counter()
 
     def on_validation_end(self, trainer, pl_module):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        self.validation_s += time.perf_counter() - self._start
         print(json.dumps({"name": self.name, "seed": self.seed, "step": trainer.global_step,
                           "val_iou": round(float(trainer.callback_metrics["val_iou"]), 4)}), flush=True)
 
@@ -223,7 +247,8 @@ class PrintValidations(Callback):
 BASE = {"crop": None, "batch": 60, "lr": 2e-3, "warmup": 50, "steps": 1500, "val_every": 3, "ema": None, "tta": False,
             "policy": "full", "lovasz": True, "crop_until": None, "target": 0.85,
             "decoder_interpolation": "nearest", "label_resample": "nearest", "side": None, "side_until": None,
-            "init": False, "encoder": None, "decoder_channels": None}
+            "init": False, "encoder": None, "decoder_channels": None,
+            "half_resolution_head": False}
 CONFIGS = {
     "base384": {},
     "c256": {"crop": 256},
@@ -270,6 +295,15 @@ CONFIGS = {
     "t83_dec_half": {"target": 0.83, "decoder_channels": (128, 64, 32, 16, 8)},
     "t83_r18_half_init": {"target": 0.83, "encoder": "resnet18", "decoder_channels": (128, 64, 32, 16, 8),
                           "init": True},
+    "t83_crop256": {"target": 0.83, "crop": 256},
+    "t83_crop256_half_init": {"target": 0.83, "crop": 256, "decoder_channels": (128, 64, 32, 16, 8), "init": True},
+    "t83_crop256_r18_half_init": {"target": 0.83, "crop": 256, "encoder": "resnet18",
+                                  "decoder_channels": (128, 64, 32, 16, 8), "init": True},
+    "t83_dec_half_init": {"target": 0.83, "decoder_channels": (128, 64, 32, 16, 8), "init": True},
+    "t83_dec_half_up2": {"target": 0.83, "decoder_channels": (128, 64, 32, 16, 8), "half_resolution_head": True},
+    "t83_up2": {"target": 0.83, "half_resolution_head": True},
+    "test_up2": {"batch": 8, "steps": 4, "warmup": 1, "val_every": 1, "encoder": "resnet18",
+                 "decoder_channels": (32, 16, 8, 8, 4), "half_resolution_head": True},
     "test_widths": {"batch": 8, "steps": 4, "warmup": 1, "val_every": 1, "encoder": "resnet18",
                     "decoder_channels": (32, 16, 8, 8, 4), "init": True},
     "test": {"crop": 48, "batch": 8, "steps": 4, "warmup": 1, "ema": 0.9, "tta": True, "val_every": 1, "lovasz": False},
@@ -304,12 +338,14 @@ def run(cfg, tensors, name, knobs, seed, compile_model):
                    lr=k["lr"], max_steps=k["steps"], warmup_steps=k["warmup"],
                    compile_model=compile_model, fused_optimizer=True, flip_tta=k["tta"],
                    lovasz=k["lovasz"], decoder_interpolation=k["decoder_interpolation"],
-                   side=k["side"], side_until=k["side_until"], positive_fraction=positive_fraction)
+                   side=k["side"], side_until=k["side_until"], positive_fraction=positive_fraction,
+                   half_resolution_head=k["half_resolution_head"])
     model.gpu_augmentation = (BilinearLabelPolicy(seed) if k["label_resample"] == "bilinear"
                               else KorniaAugmentation(policy_of(k["policy"]), seed=seed))
     dm = Resident(tensors, k["batch"], seed, k["crop"], k["crop_until"])
     clock = AccuracyClock(target)
-    callbacks = [clock, PrintValidations(name, seed)] + ([EMAWeights(k["ema"])] if k["ema"] else [])
+    printer = PrintValidations(name, seed)
+    callbacks = [clock, printer] + ([EMAWeights(k["ema"])] if k["ema"] else [])
     compile_s = (warm_up(model, Resident(tensors, k["batch"], seed + 999, k["crop"], k["crop_until"]),
                          prof) if compile_model else None)
     trainer = make_trainer(prof, "sweep", enable_checkpointing=False, enable_progress_bar=False,
@@ -319,6 +355,7 @@ def run(cfg, tensors, name, knobs, seed, compile_model):
     return {"name": name, "knobs": k, "seed": seed, "compiled": compile_model, "compile_s": compile_s,
             "reached": r is not None, "seconds": r and r["seconds"], "steps": r and r["step"],
             "best_iou": max(h["val_iou"] for h in clock.history), "fit_s": clock.fit_s,
+            "validation_s": printer.validation_s,
             "history": clock.history}
 
 
@@ -329,7 +366,8 @@ def step_rates(cfg, tensors, out, modes, shapes, configs=("base384",)):
         torch._dynamo.reset()
         pl.seed_everything(0, verbose=False)
         model = Recipe(encoder=k["encoder"] or cfg.encoder, decoder_channels=k["decoder_channels"],
-                       lr=2e-3, max_steps=10_000, fused_optimizer=True)
+                       half_resolution_head=k["half_resolution_head"], lr=2e-3, max_steps=10_000,
+                       fused_optimizer=True)
         if mode != "eager":
             model.model.compile(mode=None if mode == "default" else mode)
         loader = GpuBatches(*tensors["train"], batch, True, 0, crop)
