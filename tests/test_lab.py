@@ -367,3 +367,24 @@ def test_real_photo_errors_measures_how_far_a_found_nail_reaches_past_its_mask()
     predicted = np.zeros((30, 30), np.uint8)
     predicted[8:17, 4:12] = 255  # 2 rows further up, 3 rows short at the bottom, 2 px wider
     assert outline_reach(match(predicted, mask)) == [{"tip": 2, "base": -3, "width": 2.0}]
+
+
+def test_sweep_half_resolution_head_predicts_full_size_logits_from_the_block_before():
+    recipe = sweep_time_to_accuracy.Recipe(encoder="resnet18", decoder_channels=(32, 16, 8, 8, 4),
+                                           half_resolution_head=True, lr=1e-3, max_steps=2)
+    assert recipe(torch.rand(2, 3, 64, 64)).shape == (2, 1, 64, 64)
+    assert recipe.model.segmentation_head[0].in_channels == 8  # the widths' last but one
+    features = torch.rand(1, 4, 8, 8)
+    assert torch.equal(recipe.model.decoder.blocks[-1](features, 16, 16), features)
+
+
+def test_committed_seeds_summary_follows_from_its_runs():
+    results = json.loads((LAB / "time_to_accuracy_t83_seeds_h100.json").read_text())
+    for name, row in results["summary"].items():
+        runs = [run for run in results["runs"] if run["name"] == name]
+        reached = [run for run in runs if run["reached"]]
+        assert row["seeds"] == sorted(run["seed"] for run in runs) and row["reached"] == len(reached)
+        assert all(run["history"][-1]["val_iou"] >= 0.83 for run in reached)
+        assert all(max(h["val_iou"] for h in run["history"]) < 0.83 for run in runs if not run["reached"])
+        if reached:
+            assert row["seconds_to_level"]["median"] == pytest.approx(np.median([run["seconds"] for run in reached]))
