@@ -40,7 +40,12 @@ from nailseg_common.data.preparation import ensure_prepared
 from nailseg_common.pipelines.kornia_pipeline import KorniaAugmentation, ensure_cache, load_cache
 from nailseg_common.pipelines.policy import POLICY
 from nailseg_common.setup.profiles import select_profile, set_matmul_precision
-from nailseg_common.training.fast_training import AccuracyClock, FastNailSegmentation, warm_up
+from nailseg_common.training.fast_training import (
+    AccuracyClock,
+    FastNailSegmentation,
+    predict_at_half_resolution,
+    warm_up,
+)
 from nailseg_common.training.trainer import make_trainer
 from nailseg_common.training.unet import soft_dice_loss, to_unit_float
 
@@ -96,13 +101,6 @@ class Resident(pl.LightningDataModule):
         return GpuBatches(*self.tensors["valid"], 60, False)
 
 
-class PassThrough(torch.nn.Module):
-    """A U-Net decoder block that changes nothing (smp calls it with the target size)."""
-
-    def forward(self, x, height, width, skip_connection=None):
-        return x
-
-
 class Recipe(FastNailSegmentation):
     """07's module with the sweep's knobs; ``decoder_interpolation`` and ``decoder_channels``
     rebuild the U-Net with smp's upsampling mode and decoder widths (before compiling it);
@@ -110,23 +108,19 @@ class Recipe(FastNailSegmentation):
     side (image area-averaged, label area-averaged and thresholded at 0.5) for the first
     ``side_until`` steps (progressive resizing; validation stays at full size);
     ``positive_fraction``: the head's bias starts at its logit and each residual block's last
-    batch norm at zero (the block starts as its shortcut); ``half_resolution_head``: the
-    decoder's last block (the one at full resolution) dropped, the head predicting at half
-    resolution and its logits upsampled bilinearly."""
+    batch norm at zero (the block starts as its shortcut); ``half_resolution_head``: 07's
+    :func:`predict_at_half_resolution`, also of a rebuilt U-Net."""
 
     def __init__(self, *, flip_tta=False, lovasz=True, decoder_interpolation="nearest",
                  decoder_channels=None, compile_model=False, side=None, side_until=None,
                  positive_fraction=None, half_resolution_head=False, **kwargs):
-        super().__init__(**kwargs)
-        if decoder_interpolation != "nearest" or decoder_channels or half_resolution_head:
-            widths = tuple(decoder_channels or (256, 128, 64, 32, 16))
+        super().__init__(half_resolution_head=half_resolution_head, **kwargs)
+        if decoder_interpolation != "nearest" or decoder_channels:
+            widths = {"decoder_channels": tuple(decoder_channels)} if decoder_channels else {}
             self.model = smp.Unet(encoder_name=self.hparams.encoder, encoder_weights=None, in_channels=3,
-                                  classes=1, decoder_interpolation=decoder_interpolation,
-                                  decoder_channels=widths)
+                                  classes=1, decoder_interpolation=decoder_interpolation, **widths)
             if half_resolution_head:
-                self.model.decoder.blocks[-1] = PassThrough()
-                self.model.segmentation_head[0] = torch.nn.Conv2d(widths[-2], 1, 3, padding=1)
-                self.model.segmentation_head[1] = torch.nn.Upsample(scale_factor=2, mode="bilinear")
+                predict_at_half_resolution(self.model)
         if positive_fraction is not None:
             with torch.no_grad():
                 for block in self.model.encoder.modules():
