@@ -290,7 +290,6 @@ CONFIGS = {
     "t83_r18_half_init": {"target": 0.83, "encoder": "resnet18", "decoder_channels": (128, 64, 32, 16, 8),
                           "init": True},
     "t83_crop256": {"target": 0.83, "crop": 256},
-    "t83_crop256_half_init": {"target": 0.83, "crop": 256, "decoder_channels": (128, 64, 32, 16, 8), "init": True},
     "t83_crop256_r18_half_init": {"target": 0.83, "crop": 256, "encoder": "resnet18",
                                   "decoder_channels": (128, 64, 32, 16, 8), "init": True},
     "t83_dec_half_init": {"target": 0.83, "decoder_channels": (128, 64, 32, 16, 8), "init": True},
