@@ -109,18 +109,18 @@ class Recipe(FastNailSegmentation):
     ``side_until`` steps (progressive resizing; validation stays at full size);
     ``positive_fraction``: the head's bias starts at its logit and each residual block's last
     batch norm at zero (the block starts as its shortcut); ``half_resolution_head``: 07's
-    :func:`predict_at_half_resolution`, also of a rebuilt U-Net."""
+    :func:`predict_at_half_resolution`."""
 
     def __init__(self, *, flip_tta=False, lovasz=True, decoder_interpolation="nearest",
                  decoder_channels=None, compile_model=False, side=None, side_until=None,
                  positive_fraction=None, half_resolution_head=False, **kwargs):
-        super().__init__(half_resolution_head=half_resolution_head, **kwargs)
+        super().__init__(**kwargs)
         if decoder_interpolation != "nearest" or decoder_channels:
             widths = {"decoder_channels": tuple(decoder_channels)} if decoder_channels else {}
             self.model = smp.Unet(encoder_name=self.hparams.encoder, encoder_weights=None, in_channels=3,
                                   classes=1, decoder_interpolation=decoder_interpolation, **widths)
-            if half_resolution_head:
-                predict_at_half_resolution(self.model)
+        if half_resolution_head:
+            predict_at_half_resolution(self.model)
         if positive_fraction is not None:
             with torch.no_grad():
                 for block in self.model.encoder.modules():
@@ -217,9 +217,9 @@ class EMAWeights(Callback):
             self.backup = None
 
 
-class PrintValidations(Callback):
-    """Prints each validation as a JSON line, so that a run cut short still leaves its curve;
-    ``validation_s``: the seconds spent in validations (CUDA synchronized at both ends)."""
+class ValidationLog(Callback):
+    """Prints each validation as a JSON line, so that a run cut short still leaves its curve,
+    and adds up its seconds in ``validation_s`` (CUDA synchronized at both ends)."""
 
     def __init__(self, name, seed):
         self.name, self.seed = name, seed
@@ -337,8 +337,8 @@ def run(cfg, tensors, name, knobs, seed, compile_model):
                               else KorniaAugmentation(policy_of(k["policy"]), seed=seed))
     dm = Resident(tensors, k["batch"], seed, k["crop"], k["crop_until"])
     clock = AccuracyClock(target)
-    printer = PrintValidations(name, seed)
-    callbacks = [clock, printer] + ([EMAWeights(k["ema"])] if k["ema"] else [])
+    validations = ValidationLog(name, seed)
+    callbacks = [clock, validations] + ([EMAWeights(k["ema"])] if k["ema"] else [])
     compile_s = (warm_up(model, Resident(tensors, k["batch"], seed + 999, k["crop"], k["crop_until"]),
                          prof) if compile_model else None)
     trainer = make_trainer(prof, "sweep", enable_checkpointing=False, enable_progress_bar=False,
@@ -348,7 +348,7 @@ def run(cfg, tensors, name, knobs, seed, compile_model):
     return {"name": name, "knobs": k, "seed": seed, "compiled": compile_model, "compile_s": compile_s,
             "reached": r is not None, "seconds": r and r["seconds"], "steps": r and r["step"],
             "best_iou": max(h["val_iou"] for h in clock.history), "fit_s": clock.fit_s,
-            "validation_s": printer.validation_s,
+            "validation_s": validations.validation_s,
             "history": clock.history}
 
 

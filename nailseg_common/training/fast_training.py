@@ -69,10 +69,10 @@ class SkipBlock(torch.nn.Module):
 def predict_at_half_resolution(unet: torch.nn.Module) -> None:
     """Drops the last decoder block of smp's ``unet`` (the one at full resolution), in place:
     the head predicts from the block before and upsamples its logits bilinearly."""
-    channels = unet.decoder.blocks[-2].conv2[0].out_channels
+    head, channels = unet.segmentation_head, unet.decoder.blocks[-2].conv2[0].out_channels
     unet.decoder.blocks[-1] = SkipBlock()
-    unet.segmentation_head[0] = torch.nn.Conv2d(channels, 1, kernel_size=3, padding=1)
-    unet.segmentation_head[1] = torch.nn.Upsample(scale_factor=2, mode="bilinear")
+    head[0] = torch.nn.Conv2d(channels, head[0].out_channels, kernel_size=3, padding=1)
+    head[1] = torch.nn.Upsample(scale_factor=2, mode="bilinear")
 
 
 def faster_recipe(profile: Profile, location: DataLocation) -> Profile:
