@@ -378,9 +378,13 @@ def test_sweep_half_resolution_head_predicts_full_size_logits_from_the_block_bef
     assert torch.equal(recipe.model.decoder.blocks[-1](features, 16, 16), features)
 
 
-def test_committed_seeds_summary_follows_from_its_runs():
-    results = json.loads((LAB / "time_to_accuracy_t83_seeds_h100.json").read_text())
+@pytest.mark.parametrize("filename", ["time_to_accuracy_t83_seeds_h100.json", "time_to_accuracy_t83_levers_h100.json"])
+def test_committed_seeds_summary_follows_from_its_runs(filename):
+    results = json.loads((LAB / filename).read_text())
+    summary = sweep_time_to_accuracy.seeds_summary(results["runs"])
+    assert summary.keys() == results["summary"].keys()
     for name, row in results["summary"].items():
+        assert {key: value for key, value in row.items() if key != "step_img_s_alone"} == summary[name]
         runs = [run for run in results["runs"] if run["name"] == name]
         reached = [run for run in runs if run["reached"]]
         assert row["seeds"] == sorted(run["seed"] for run in runs) and row["reached"] == len(reached)

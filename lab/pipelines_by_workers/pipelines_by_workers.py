@@ -1,7 +1,7 @@
 """The input pipelines against notebook 07's faster step, Albumentations over CPU worker counts.
 
 One process on one GPU: 07's model of the faster recipe, compiled once (``warm_up``); its
-bound (the same step on resident batches); then 07's ``pipeline_rates`` for Albumentations
+bound (the same step on resident batches); then ``pipeline_rates`` (07's comparison) for Albumentations
 at each ``--workers`` count, the uint8 cache + Kornia and DALI; and, for Albumentations, the
 loader alone (each batch moved to the GPU, no training step), which separates the workers'
 own rate from what they lose competing with the training process for the cores. The worker
@@ -25,12 +25,12 @@ import os
 import sys
 from pathlib import Path
 
-from nailseg_common.measure.benchmark import default_pipelines
+from nailseg_common.measure.benchmark import default_pipelines, pipeline_rates
 from nailseg_common.measure.timing import measure_loader
 from nailseg_common.setup.environment import device_description, library_versions
 from nailseg_common.setup.files import write_json
 from nailseg_common.setup.profiles import set_matmul_precision
-from nailseg_common.training.fast_training import pipeline_rates
+from nailseg_common.training.fast_training import reuse
 from tools.time_to_accuracy_seeds import fastest_step, recipe_of, warmed_up_model
 
 HERE = Path(__file__).parent  # where this question's results are kept
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> dict:
     pipelines = [dataclasses.replace(pipeline, make_loader=functools.cache(pipeline.make_loader))
                  for pipeline in default_pipelines(fast, data, workers=workers)
                  if pipeline.family in FAMILIES]
-    rows = pipeline_rates(pipelines, fast, model, bound["img_s"], args.windows).to_dict("index")
+    rows = pipeline_rates(pipelines, fast, reuse(model), bound["img_s"], args.windows).to_dict("index")
     steps = fast.bench_steps
     for pipeline in pipelines:
         rows[pipeline.name].update(family=pipeline.family, workers=pipeline.num_workers)

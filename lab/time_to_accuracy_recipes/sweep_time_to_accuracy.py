@@ -18,7 +18,9 @@ Results: ``lab/time_to_accuracy_recipes/time_to_accuracy_sweep_h100.json``, ``la
 ``lab/time_to_accuracy_recipes/time_to_accuracy_bilinear_h100.json``: all made on the cache of format 2, whose masks
 sat half a pixel off their images (``lab/mask_alignment/mask_alignment``; format 3 puts them on the grid);
 ``lab/time_to_accuracy_recipes/time_to_accuracy_progressive_h100.json`` (progressive resizing: ``side``,
-``side_until``) on format 3.
+``side_until``) on format 3; ``time_to_accuracy_t83_seeds_h100.json`` and
+``time_to_accuracy_t83_levers_h100.json`` (each run alone on its GPU, stopped at IoU 0.83),
+their summaries written by ``--summarise FILE`` from their runs.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import dataclasses
 import itertools
 import json
 import math
+import statistics
 import time
 
 import pytorch_lightning as pl
@@ -40,7 +43,12 @@ from nailseg_common.data.preparation import ensure_prepared
 from nailseg_common.pipelines.kornia_pipeline import KorniaAugmentation, ensure_cache, load_cache
 from nailseg_common.pipelines.policy import POLICY
 from nailseg_common.setup.profiles import select_profile, set_matmul_precision
-from nailseg_common.training.fast_training import AccuracyClock, FastNailSegmentation, warm_up
+from nailseg_common.training.fast_training import (
+    AccuracyClock,
+    FastNailSegmentation,
+    predict_at_half_resolution,
+    warm_up,
+)
 from nailseg_common.training.trainer import make_trainer
 from nailseg_common.training.unet import soft_dice_loss, to_unit_float
 
@@ -96,23 +104,6 @@ class Resident(pl.LightningDataModule):
         return GpuBatches(*self.tensors["valid"], 60, False)
 
 
-class PassThrough(torch.nn.Module):
-    """A U-Net decoder block that changes nothing (smp calls it with the target size)."""
-
-    def forward(self, x, height, width, skip_connection=None):
-        return x
-
-
-def predict_at_half_resolution(unet):
-    """Drops smp ``unet``'s last decoder block (the one at full resolution), in place: the head
-    predicts from the block before and upsamples its logits bilinearly."""
-    head = unet.segmentation_head
-    channels = unet.decoder.blocks[-2].conv2[0].out_channels
-    unet.decoder.blocks[-1] = PassThrough()
-    head[0] = torch.nn.Conv2d(channels, head[0].out_channels, kernel_size=3, padding=1)
-    head[1] = torch.nn.Upsample(scale_factor=2, mode="bilinear")
-
-
 class Recipe(FastNailSegmentation):
     """07's module with the sweep's knobs; ``decoder_interpolation`` and ``decoder_channels``
     rebuild the U-Net with smp's upsampling mode and decoder widths (before compiling it);
@@ -120,7 +111,7 @@ class Recipe(FastNailSegmentation):
     side (image area-averaged, label area-averaged and thresholded at 0.5) for the first
     ``side_until`` steps (progressive resizing; validation stays at full size);
     ``positive_fraction``: the head's bias starts at its logit and each residual block's last
-    batch norm at zero (the block starts as its shortcut); ``half_resolution_head``:
+    batch norm at zero (the block starts as its shortcut); ``half_resolution_head``: 07's
     :func:`predict_at_half_resolution`."""
 
     def __init__(self, *, flip_tta=False, lovasz=True, decoder_interpolation="nearest",
@@ -307,6 +298,17 @@ CONFIGS = {
     "t83_dec_half_init": {"target": 0.83, "decoder_channels": (128, 64, 32, 16, 8), "init": True},
     "t83_dec_half_up2": {"target": 0.83, "decoder_channels": (128, 64, 32, 16, 8), "half_resolution_head": True},
     "t83_up2": {"target": 0.83, "half_resolution_head": True},
+    "t83_up2_s1200": {"target": 0.83, "half_resolution_head": True, "steps": 1200},
+    "t83_up2_s1000": {"target": 0.83, "half_resolution_head": True, "steps": 1000},
+    "t83_up2_s800": {"target": 0.83, "half_resolution_head": True, "steps": 800},
+    "t83_up2_s1000_lr3": {"target": 0.83, "half_resolution_head": True, "steps": 1000, "lr": 3e-3},
+    "t83_up2_ema98": {"target": 0.83, "half_resolution_head": True, "ema": 0.98},
+    "t83_up2_ema99": {"target": 0.83, "half_resolution_head": True, "ema": 0.99},
+    "t83_up2_ema98_tta": {"target": 0.83, "half_resolution_head": True, "ema": 0.98, "tta": True},
+    "t83_up2_lr3": {"target": 0.83, "half_resolution_head": True, "lr": 3e-3},
+    "t83_up2_tta": {"target": 0.83, "half_resolution_head": True, "tta": True},
+    "t83_up2_ema98_tta_s1200": {"target": 0.83, "half_resolution_head": True, "ema": 0.98, "tta": True,
+                                "steps": 1200},
     "test_up2": {"batch": 8, "steps": 4, "warmup": 1, "val_every": 1, "encoder": "resnet18",
                  "decoder_channels": (32, 16, 8, 8, 4), "half_resolution_head": True},
     "test_widths": {"batch": 8, "steps": 4, "warmup": 1, "val_every": 1, "encoder": "resnet18",
@@ -392,6 +394,33 @@ def step_rates(cfg, tensors, out, modes, shapes, configs=("base384",)):
             f.write(json.dumps(rec) + "\n")
 
 
+def spread(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def seeds_summary(runs: list[dict]) -> dict:
+    """Per config of ``runs`` (stopped at their level): the seeds, how many reached the level,
+    the run's milliseconds a step (validations included), seconds and steps to the level of
+    those that reached it, the best IoU of those that did not and the validations' seconds."""
+    summary = {}
+    for name in dict.fromkeys(run["name"] for run in runs):
+        mine = [run for run in runs if run["name"] == name]
+        reached = [run for run in mine if run["reached"]]
+        missed = [run for run in mine if not run["reached"]]
+        row = {"seeds": sorted(run["seed"] for run in mine), "reached": len(reached),
+               "ms_per_step_in_run": round(statistics.median(
+                   1000 * run["history"][-1]["seconds"] / run["history"][-1]["step"] for run in mine), 1)}
+        if reached:
+            row["seconds_to_level"] = spread([run["seconds"] for run in reached])
+            row["steps_to_level"] = spread([run["steps"] for run in reached])
+        if missed:
+            row["best_iou_of_seeds_that_missed"] = spread([run["best_iou"] for run in missed])
+        if all("validation_s" in run for run in mine):
+            row["validation_s"] = spread([run["validation_s"] for run in mine])
+        summary[name] = row
+    return summary
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--configs", default="")
@@ -402,7 +431,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--shapes", default="60x384", help="BATCHxSIDE,... of --step-rates (SIDE < image: crops)")
     parser.add_argument("--prepare-only", action="store_true")
     parser.add_argument("--profile", default="gpu")
+    parser.add_argument("--summarise", help="a results file: its summary written anew from its runs")
     args = parser.parse_args(argv)
+    if args.summarise:
+        with open(args.summarise) as file:
+            results = json.load(file)
+        for name, row in seeds_summary(results["runs"]).items():  # step rates measured apart stay
+            results["summary"][name] = {**row, **{key: value for key, value in results["summary"].get(name, {}).items()
+                                                  if key == "step_img_s_alone"}}
+        with open(args.summarise, "w") as file:
+            json.dump(results, file, indent=1)
+            file.write("\n")
+        return
     if not args.prepare_only and not args.out:
         parser.error("--out is required (except with --prepare-only)")
     cfg = select_profile(args.profile)

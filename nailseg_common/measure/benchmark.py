@@ -136,6 +136,28 @@ def train_loader_of(datamodule: pl.LightningDataModule) -> Iterable[dict]:
     return datamodule.train_dataloader()
 
 
+def pipeline_rates(pipelines: list[Pipeline], profile: Profile, make_model: Callable,
+                   bound_img_s: float, windows: int, bound_windows: list[float] | None = None):
+    """Training images/s of ``make_model``'s module (notebook 07: its compiled model, reused)
+    fed by each of ``pipelines``, in ``windows`` windows of ``profile.bench_steps`` steps, its
+    ratio to ``bound_img_s`` and, given the bound's window rates, the ratio's spread (``±``);
+    ``alone img/s``: the same loader (and augmentation) alone, nothing trained."""
+    import pandas as pd
+
+    rows = {}
+    for pipeline in pipelines:
+        augmentation = pipeline.make_augmentation() if pipeline.make_augmentation else None
+        loader, steps = pipeline.make_loader(), profile.bench_steps
+        alone = measure_loader(loader, profile.device, steps // 3, steps, windows, augmentation)
+        result = measure_training(loader, profile, steps // 3, steps, windows, augmentation, make_model=make_model)
+        rows[pipeline.name] = {"train img/s": result["img_s"], "min": result["img_s_min"],
+                               "max": result["img_s_max"], "ratio to bound": result["img_s"] / bound_img_s,
+                               "alone img/s": alone["img_s"]}
+        if bound_windows:
+            rows[pipeline.name]["±"] = ratio_spread(result["repeats"], bound_windows)
+    return pd.DataFrame(rows).T
+
+
 def _free_memory(device: torch.device) -> None:
     gc.collect()
     if device.type == "cuda":

@@ -412,16 +412,16 @@ def plot_batch_gallery(batch: dict, max_images: int = 8, columns: int = 4, title
 # --- time to accuracy (notebook 07) and two GPUs (notebook 08) ---------------------------
 
 
-def ladder_table(rates: dict, training_flops: float, peak_tflops: float | None = None) -> pd.DataFrame:
-    """One row per step measurement (``rates``: name -> (batch, ``measure_training`` result)):
-    median images/s and its window range, the gain over the row before and over the first,
-    TFLOP/s from ``training_flops`` per image, and the share of ``peak_tflops`` if given."""
+def ladder_table(rates: dict, peak_tflops: float | None = None) -> pd.DataFrame:
+    """One row per step measurement (``rates``: name -> (batch, training FLOPs per image of
+    its model, ``measure_training`` result)): median images/s and its window range, the gain
+    over the row before and over the first, TFLOP/s, and the share of ``peak_tflops`` if given."""
     steps = pd.DataFrame({name: {"batch": batch, "img/s": r["img_s"], "min": r["img_s_min"],
-                                 "max": r["img_s_max"], "windows": len(r["repeats"])}
-                          for name, (batch, r) in rates.items()}).T
+                                 "max": r["img_s_max"], "windows": len(r["repeats"]), "flops": flops}
+                          for name, (batch, flops, r) in rates.items()}).T
     steps["× previous"] = steps["img/s"] / steps["img/s"].shift(1)
     steps["× 02's step"] = steps["img/s"] / steps["img/s"].iloc[0]
-    steps["TFLOP/s"] = steps["img/s"] * training_flops / 1e12
+    steps["TFLOP/s"] = steps.pop("flops") * steps["img/s"] / 1e12
     if peak_tflops:
         steps["% of measured peak"] = 100 * steps["TFLOP/s"] / peak_tflops
     return steps

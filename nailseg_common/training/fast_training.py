@@ -14,10 +14,8 @@ from pytorch_lightning.callbacks import Callback
 from torch.utils.flop_counter import FlopCounterMode
 
 from nailseg_common.data.preparation import fit_batch_to_split
-from nailseg_common.measure.benchmark import Pipeline
 from nailseg_common.measure.profiling import KernelProfile
-from nailseg_common.measure.targets import ratio_spread
-from nailseg_common.measure.timing import measure_loader, measure_training, without_validation_hint
+from nailseg_common.measure.timing import without_validation_hint
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import Profile
 from nailseg_common.training.trainer import make_trainer
@@ -26,13 +24,16 @@ from nailseg_common.training.unet import LitNailSegmentation, per_image_iou
 
 class FastNailSegmentation(LitNailSegmentation):
     """Notebook 02's module with a faster step: ``compile_model`` (the U-Net through
-    ``torch.compile``), ``fused_optimizer`` (AdamW's fused kernel) and
-    ``warmup_steps`` of linear warm-up before the cosine decay. Other keyword arguments go to
+    ``torch.compile``), ``fused_optimizer`` (AdamW's fused kernel),
+    ``warmup_steps`` of linear warm-up before the cosine decay and ``half_resolution_head``
+    (:func:`predict_at_half_resolution`). Other keyword arguments go to
     :class:`LitNailSegmentation`; ``sample_id`` in a batch is kept."""
 
     def __init__(self, *, compile_model: bool = False, fused_optimizer: bool = False,
-                 warmup_steps: int = 0, **kwargs):
+                 warmup_steps: int = 0, half_resolution_head: bool = False, **kwargs):
         super().__init__(**kwargs)  # saves every argument, these too, as hyperparameters
+        if half_resolution_head:
+            predict_at_half_resolution(self.model)
         if compile_model:  # in place: parameters and state_dict keys unchanged
             self.model.compile()
 
@@ -58,6 +59,22 @@ class FastNailSegmentation(LitNailSegmentation):
                 "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
 
+class SkipBlock(torch.nn.Module):
+    """A U-Net decoder block that returns its input as it is (smp calls it with a target size)."""
+
+    def forward(self, x: torch.Tensor, height: int, width: int, skip_connection=None) -> torch.Tensor:
+        return x
+
+
+def predict_at_half_resolution(unet: torch.nn.Module) -> None:
+    """Drops the last decoder block of smp's ``unet`` (the one at full resolution), in place:
+    the head predicts from the block before and upsamples its logits bilinearly."""
+    head, channels = unet.segmentation_head, unet.decoder.blocks[-2].conv2[0].out_channels
+    unet.decoder.blocks[-1] = SkipBlock()
+    head[0] = torch.nn.Conv2d(channels, head[0].out_channels, kernel_size=3, padding=1)
+    head[1] = torch.nn.Upsample(scale_factor=2, mode="bilinear")
+
+
 def faster_recipe(profile: Profile, location: DataLocation) -> Profile:
     """``profile`` with its faster batch, peak learning rate and schedule in place of the
     course's (the batch no larger than the training split of ``location``)."""
@@ -70,12 +87,13 @@ def recipe_model(profile: Profile) -> FastNailSegmentation:
     """The module of ``profile``'s recipe, compiled if ``compile_model``, AdamW fused on a GPU."""
     return FastNailSegmentation(encoder=profile.encoder, lr=profile.lr, max_steps=profile.max_steps,
                                 warmup_steps=profile.warmup_steps, compile_model=profile.compile_model,
-                                fused_optimizer=profile.accelerator == "gpu")
+                                fused_optimizer=profile.accelerator == "gpu",
+                                half_resolution_head=profile.fast_half_resolution_head)
 
 
-def training_flops_per_image(encoder: str, image_size: int, device: torch.device) -> dict:
-    """FLOPs of the U-Net's forward and of forward + backward, for one image."""
-    model = LitNailSegmentation(encoder=encoder).to(device)
+def training_flops_per_image(model: LitNailSegmentation, image_size: int, device: torch.device) -> dict:
+    """FLOPs of ``model``'s forward and of forward + backward, for one image."""
+    model = model.to(device)
     image = torch.rand(1, 3, image_size, image_size, device=device)
     with FlopCounterMode(display=False) as forward, torch.no_grad():
         model(image)
@@ -184,26 +202,6 @@ def common_level(runs: list[dict], levels) -> float | None:
 def mask_iou(predicted: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
     """Per-image hard IoU of {0, 1} masks (1 where both are empty), as validation scores it."""
     return per_image_iou(2.0 * predicted - 1.0, label)  # logits > 0 exactly where predicted
-
-
-def pipeline_rates(pipelines: list[Pipeline], profile: Profile, model: FastNailSegmentation,
-                   bound_img_s: float, windows: int, bound_windows: list[float] | None = None) -> pd.DataFrame:
-    """Training images/s of ``model`` (compiled once) fed by each of ``pipelines``, in
-    ``windows`` windows of ``profile.bench_steps`` steps, its ratio to ``bound_img_s`` and,
-    given the bound's window rates, the ratio's spread (``±``); ``alone img/s``: the same
-    loader (and augmentation) alone, nothing trained."""
-    rows = {}
-    for pipeline in pipelines:
-        augmentation = pipeline.make_augmentation() if pipeline.make_augmentation else None
-        loader, steps = pipeline.make_loader(), profile.bench_steps
-        alone = measure_loader(loader, profile.device, steps // 3, steps, windows, augmentation)
-        result = measure_training(loader, profile, steps // 3, steps, windows, augmentation, make_model=reuse(model))
-        rows[pipeline.name] = {"train img/s": result["img_s"], "min": result["img_s_min"],
-                               "max": result["img_s_max"], "ratio to bound": result["img_s"] / bound_img_s,
-                               "alone img/s": alone["img_s"]}
-        if bound_windows:
-            rows[pipeline.name]["±"] = ratio_spread(result["repeats"], bound_windows)
-    return pd.DataFrame(rows).T
 
 
 def profile_step(model: FastNailSegmentation, profile: Profile, resident, steps: int) -> pd.DataFrame:
