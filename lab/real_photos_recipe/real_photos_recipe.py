@@ -60,7 +60,16 @@ RECIPES = {  # name: side, optimizer steps, peak learning rate, keep BatchNorm s
     "cpu160_s80_lr1e-3": {"side": 160, "steps": 80, "lr": 1e-3, "keep": True},
     "cpu160_s80_lr1e-3_relearn": {"side": 160, "steps": 80, "lr": 1e-3, "keep": False},
     "cpu160_s160_lr1e-3": {"side": 160, "steps": 160, "lr": 1e-3, "keep": True},
+    "cpu160_s80_lr3e-4_bf16": {"side": 160, "steps": 80, "lr": 3e-4, "keep": True, "precision": "bf16-mixed"},
+    "cpu160_s80_lr3e-4_bf16_cl": {"side": 160, "steps": 80, "lr": 3e-4, "keep": True, "precision": "bf16-mixed",
+                                  "channels_last": True},
+    "cpu160_s160_lr1e-3_bf16_cl": {"side": 160, "steps": 160, "lr": 1e-3, "keep": True, "precision": "bf16-mixed",
+                                   "channels_last": True},
+    "cpu192_s160_lr1e-3_bf16_cl": {"side": 192, "steps": 160, "lr": 1e-3, "keep": True, "precision": "bf16-mixed",
+                                   "channels_last": True},
     "smoke": {"side": 64, "steps": 2, "lr": 1e-3, "keep": True},
+    "smoke_bf16_cl": {"side": 64, "steps": 2, "lr": 1e-3, "keep": True, "precision": "bf16-mixed",
+                      "channels_last": True},
 }
 
 
@@ -99,7 +108,8 @@ def run_recipe(name: str, recipe: dict, args, prepared: dict) -> dict:
         prepared[side] = (cfg, frame, photos)
     cfg, frame, photos = prepared[side]
     cfg = dataclasses.replace(cfg, finetune_steps=recipe["steps"], finetune_lr=recipe["lr"],
-                              finetune_keep_statistics=recipe["keep"])
+                              finetune_keep_statistics=recipe["keep"],
+                              precision=recipe.get("precision", cfg.precision))
     checkpoint = resolve_checkpoint(args.checkpoint, cfg)
     encoder = checkpoint_hparams(checkpoint)["encoder"]
     zero = start_model("synthetic", encoder, cfg.finetune_lr, cfg.finetune_steps, checkpoint)
@@ -116,6 +126,7 @@ def run_recipe(name: str, recipe: dict, args, prepared: dict) -> dict:
             seed = repeat * len(folds) + fold
             model = start_model("synthetic", encoder, cfg.finetune_lr, cfg.finetune_steps,
                                 checkpoint)
+            model.hparams.channels_last = recipe.get("channels_last")  # None: on a GPU only
             datamodule = PhotosOnDevice(photos, train, held_out, cfg.batch_size,
                                         cfg.finetune_steps, seed=seed)
             fine_tune(model, datamodule, cfg, f"lab_{name}", seed=seed)
