@@ -51,6 +51,7 @@ from nailseg_common.training.fast_training import (
 )
 from nailseg_common.training.trainer import make_trainer
 from nailseg_common.training.unet import soft_dice_loss, to_unit_float
+from tools.time_to_accuracy_seeds import spread
 
 
 class GpuBatches:
@@ -392,10 +393,6 @@ def step_rates(cfg, tensors, out, modes, shapes, configs=("base384",)):
         print(json.dumps(rec), flush=True)
         with open(out, "a") as f:
             f.write(json.dumps(rec) + "\n")
-
-
-def spread(values: list[float]) -> dict:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
 def seeds_summary(runs: list[dict]) -> dict:
