@@ -62,16 +62,3 @@ def test_environment_yml_repeats_no_pin_differently():
         match = re.fullmatch(r"([A-Za-z0-9_.\-]+)\s*=?=\s*([\w.]+)", entry)
         if match and match[1].lower() not in ("python", "pip"):
             assert pins().get(match[1].lower()) == match[2], f"environment.yml: {entry} drifts"
-
-
-def test_the_cpu_profile_trains_in_bf16_only_where_the_cpu_computes_it(tmp_path):
-    from nailseg_common.setup.profiles import PROFILES, cpu_computes_bf16
-
-    cpuinfo = tmp_path / "cpuinfo"
-    cpuinfo.write_text("flags\t\t: fpu sse2 avx2 avx512f avx512_vnni\n")
-    assert not cpu_computes_bf16(cpuinfo)  # AVX-512 without its bf16 extension: emulated
-    cpuinfo.write_text("flags\t\t: fpu sse2 avx2 avx512f avx512_bf16 avx512_vnni\n")
-    assert cpu_computes_bf16(cpuinfo)
-    assert not cpu_computes_bf16(tmp_path / "missing")  # no /proc: float32
-    expected = "bf16-mixed" if cpu_computes_bf16() else "32-true"
-    assert PROFILES["cpu"].precision == expected and PROFILES["smoke"].precision == "32-true"
