@@ -68,8 +68,6 @@ RECIPES = {  # name: side, optimizer steps, peak learning rate, keep BatchNorm s
     "cpu192_s160_lr1e-3_bf16_cl": {"side": 192, "steps": 160, "lr": 1e-3, "keep": True, "precision": "bf16-mixed",
                                    "channels_last": True},
     "smoke": {"side": 64, "steps": 2, "lr": 1e-3, "keep": True},
-    "smoke_bf16_cl": {"side": 64, "steps": 2, "lr": 1e-3, "keep": True, "precision": "bf16-mixed",
-                      "channels_last": True},
 }
 
 

@@ -42,6 +42,7 @@ from pytorch_lightning.callbacks import Callback
 from nailseg_common.data.preparation import ensure_prepared
 from nailseg_common.pipelines.kornia_pipeline import KorniaAugmentation, ensure_cache, load_cache
 from nailseg_common.pipelines.policy import POLICY
+from nailseg_common.setup.files import write_json
 from nailseg_common.setup.profiles import select_profile, set_matmul_precision
 from nailseg_common.training.fast_training import (
     AccuracyClock,
@@ -436,9 +437,7 @@ def main(argv: list[str] | None = None) -> None:
         for name, row in seeds_summary(results["runs"]).items():  # step rates measured apart stay
             results["summary"][name] = {**row, **{key: value for key, value in results["summary"].get(name, {}).items()
                                                   if key == "step_img_s_alone"}}
-        with open(args.summarise, "w") as file:
-            json.dump(results, file, indent=1)
-            file.write("\n")
+        write_json(args.summarise, results)
         return
     if not args.prepare_only and not args.out:
         parser.error("--out is required (except with --prepare-only)")
