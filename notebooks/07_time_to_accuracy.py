@@ -116,7 +116,7 @@ pipeline_windows = 2      # timing windows per pipeline in the comparison
 run_pipelines = True      # re-measure Albumentations, Kornia and DALI against the faster step
 profile_steps = 3         # steps of the kernel profile
 reference = "results/benchmark_h100.json"  # notebook 05's committed results: ratios to 02's step
-seed_results = "results/time_to_accuracy_h100.json"  # this recipe over seeds, on an H100
+seed_results = "results/time_to_accuracy_h100.json"  # this recipe over seeds, alone on one GPU
 iou_levels = [0.75, 0.80, 0.82]  # levels of IoU the seeds are timed to (and the file's own)
 
 # %%
