@@ -40,12 +40,13 @@
 #    resolution, `torch.compile` of the U-Net; each measured as a bound, in images per
 #    second, against 02's step in the same run;
 # 2. the recipe for the larger batch: learning rate, warm-up, schedule and validation
-#    interval, which are fields of the run's profile (`fast_lr`, `warmup_steps`,
-#    `fast_max_steps`, `val_every_n_epochs`);
+#    interval, and what a validation scores (an average of the weights, each image with its
+#    mirror image), which are fields of the run's profile (`fast_lr`, `warmup_steps`,
+#    `fast_max_steps`, `val_every_n_epochs`, `fast_ema_decay`, `fast_flip_average`);
 # 3. the input pipelines again, against the faster step: which still keep up?
 #
 # The level is not typed in: it is the highest IoU that every seed of this recipe reaches in
-# a committed file of runs on an H100. Time spent compiling is measured and shown apart: the
+# a committed file of runs on one GPU. Time spent compiling is measured and shown apart: the
 # model is compiled once, on every shape the run will use, before anything is timed.
 #
 # ## What you'll learn
@@ -55,6 +56,8 @@
 #   measured in one run
 # - how to time a training run to a quality level, with compilation kept apart, why one
 #   seed's time is not a result, and how to choose a level that every seed reaches
+# - how an average of the weights and of mirror images brings a level sooner, at almost no
+#   cost
 # - how hard a level is: what masks with their outline one pixel off score
 # - why a faster step makes input pipelines that "kept up" fall behind, and by how much
 # - how to read a profile of the step
@@ -63,7 +66,7 @@
 # > `cpu` or `smoke` profile with the compiler off (the profile's `compile_model`: compiling
 # > the U-Net for a CPU takes minutes and is not what this notebook is about), and the
 # > quality level is out of reach of such short runs: it says so. The numbers that matter
-# > come from the `gpu` profile on an H100; the published edition of this notebook holds them.
+# > come from the `gpu` profile on a GPU; the published edition of this notebook holds them.
 
 
 # %%
@@ -79,7 +82,8 @@ import torch
 from IPython.display import display
 
 from nailseg_common.measure import plots
-from nailseg_common.measure.benchmark import default_pipelines, load_results, pipeline_rates, train_loader_of
+from nailseg_common.measure.benchmark import (default_pipelines, load_results, pipeline_rates, profile_step,
+                                              reuse, train_loader_of, training_datamodule)
 from nailseg_common.measure.profiling import matmul_peak_tflops
 from nailseg_common.measure.targets import Verdict, ratio_spread
 from nailseg_common.measure.timing import measure_training, resident_batches
@@ -103,6 +107,8 @@ fast_lr = None            # peak learning rate of the faster recipe
 warmup_steps = None       # linear warm-up steps before the cosine decay
 fast_max_steps = None     # the schedule of the timed run, in steps
 fast_half_resolution_head = None  # the faster recipe's U-Net predicts at half resolution
+fast_ema_decay = None     # its validations score an average of the weights, this decay a step (0: off)
+fast_flip_average = None  # its validations average each image's logits with its mirror image's
 val_every_n_epochs = None  # validate every n epochs of the timed run
 bench_steps = None        # batches per timing window
 windows = 3               # timing windows per step measurement (median and range)
@@ -110,7 +116,7 @@ pipeline_windows = 2      # timing windows per pipeline in the comparison
 run_pipelines = True      # re-measure Albumentations, Kornia and DALI against the faster step
 profile_steps = 3         # steps of the kernel profile
 reference = "results/benchmark_h100.json"  # notebook 05's committed results: ratios to 02's step
-seed_results = "results/time_to_accuracy_h100.json"  # this recipe over seeds, on an H100
+seed_results = "results/time_to_accuracy_h100.json"  # this recipe over seeds, alone on one GPU
 iou_levels = [0.75, 0.80, 0.82]  # levels of IoU the seeds are timed to (and the file's own)
 
 # %%
@@ -121,8 +127,9 @@ cfg, data = start(profile, data_root, num_images=num_images, image_size=image_si
                   num_workers=num_workers, batch_size=batch_size, lr=lr,
                   compile_model=compile_model, fast_batch_size=fast_batch_size, fast_lr=fast_lr,
                   warmup_steps=warmup_steps, fast_max_steps=fast_max_steps,
-                  fast_half_resolution_head=fast_half_resolution_head,
-                  val_every_n_epochs=val_every_n_epochs, bench_steps=bench_steps)
+                  fast_half_resolution_head=fast_half_resolution_head, fast_ema_decay=fast_ema_decay,
+                  fast_flip_average=fast_flip_average, val_every_n_epochs=val_every_n_epochs,
+                  bench_steps=bench_steps)
 on_gpu = cfg.accelerator == "gpu"
 device_name = torch.cuda.get_device_name(cfg.device) if on_gpu else "a CPU"
 print(f"this run: {device_name}; {dali_status()}")
@@ -145,6 +152,9 @@ print(f"this run: {device_name}; {dali_status()}")
 #   batch takes a larger learning rate, and a larger learning rate needs a gentle start.
 # - **`half_resolution_head`** drops the decoder's last block, the one at full resolution
 #   (below): the U-Net predicts at half resolution and upsamples its logits.
+# - **`flip_average`** makes every prediction outside training (validation included) the
+#   average of two: the image's logits and those of its mirror image, mirrored back. It
+#   doubles the cost of a validation, not of a step.
 #
 # It also keeps a batch's `sample_id` (notebook 04's DALI graph can add it), which notebook
 # 08 uses to check what each GPU saw. (Cells that start with `#| export fast_training` are
@@ -161,18 +171,25 @@ from nailseg_common.training.unet import LitNailSegmentation
 
 class FastNailSegmentation(LitNailSegmentation):
     """Notebook 02's module with a faster step: ``compile_model`` (the U-Net through
-    ``torch.compile``), ``fused_optimizer`` (AdamW's fused kernel),
-    ``warmup_steps`` of linear warm-up before the cosine decay and ``half_resolution_head``
-    (:func:`predict_at_half_resolution`). Other keyword arguments go to
-    :class:`LitNailSegmentation`; ``sample_id`` in a batch is kept."""
+    ``torch.compile``), ``fused_optimizer`` (AdamW's fused kernel), ``warmup_steps`` of linear
+    warm-up before the cosine decay, ``half_resolution_head`` (:func:`predict_at_half_resolution`)
+    and ``flip_average`` (predictions outside training averaged with the mirror image's). Other
+    keyword arguments go to :class:`LitNailSegmentation`; ``sample_id`` in a batch is kept."""
 
     def __init__(self, *, compile_model: bool = False, fused_optimizer: bool = False,
-                 warmup_steps: int = 0, half_resolution_head: bool = False, **kwargs):
+                 warmup_steps: int = 0, half_resolution_head: bool = False,
+                 flip_average: bool = False, **kwargs):
         super().__init__(**kwargs)  # saves every argument, these too, as hyperparameters
         if half_resolution_head:
             predict_at_half_resolution(self.model)
         if compile_model:  # in place: parameters and state_dict keys unchanged
             self.model.compile()
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        logits = super().forward(image)
+        if self.hparams.flip_average and not self.training:
+            logits = 0.5 * (logits + super().forward(image.flip(-1)).flip(-1))
+        return logits
 
     def on_after_batch_transfer(self, batch: dict, dataloader_idx: int) -> dict:
         out = super().on_after_batch_transfer(batch, dataloader_idx)
@@ -252,7 +269,8 @@ def recipe_model(profile: Profile) -> FastNailSegmentation:
     return FastNailSegmentation(encoder=profile.encoder, lr=profile.lr, max_steps=profile.max_steps,
                                 warmup_steps=profile.warmup_steps, compile_model=profile.compile_model,
                                 fused_optimizer=profile.accelerator == "gpu",
-                                half_resolution_head=profile.fast_half_resolution_head)
+                                half_resolution_head=profile.fast_half_resolution_head,
+                                flip_average=profile.fast_flip_average)
 
 
 # %%
@@ -260,7 +278,9 @@ fast = faster_recipe(cfg, data)
 print(f"the course's step: batch {cfg.batch_size}, lr {cfg.lr}; the faster recipe: batch "
       f"{fast.batch_size}, peak lr {fast.lr}, {fast.warmup_steps} warm-up steps, "
       f"{fast.max_steps} steps, validation every {fast.val_every_n_epochs} epoch(s), "
-      f"half-resolution head {fast.fast_half_resolution_head}, compile {fast.compile_model}")
+      f"half-resolution head {fast.fast_half_resolution_head}, compile {fast.compile_model}; "
+      f"validations score an average of the weights (decay {fast.fast_ema_decay}, 0: off), "
+      f"flip-averaged {fast.fast_flip_average}")
 
 
 # %% [markdown]
@@ -309,41 +329,10 @@ if peak_measured:
 # `measure_training` (a short warm-up, then `windows` synchronised windows: median and
 # range; the warm-up lets cuDNN pick its kernels). Each row adds one change to the row
 # above. The resident batches come from DALI where it runs, else from notebook 03's uint8
-# cache (`training_datamodule`). The compiled model is built and compiled once, by
-# `warm_up` (below), and `reuse` hands that same model to every later measurement, so that
-# no measurement compiles again.
-
-# %%
-#| export training.fast_training
-import pytorch_lightning as pl
-
-from nailseg_common.setup.paths import DataLocation
-from nailseg_common.setup.profiles import Profile
-
-
-def training_datamodule(location: DataLocation, profile: Profile,
-                        seed: int | None = None) -> pl.LightningDataModule:
-    """Notebook 04's DALI data module when DALI runs here, else notebook 03's cache; ``seed``
-    (of DALI's augmentations, or of the cache's order) if given, else the module's default."""
-    from nailseg_common.pipelines.dali_pipeline import DALINailDataModule
-    from nailseg_common.setup.environment import dali_available
-
-    seeded = {} if seed is None else {"seed": seed}
-    if dali_available():
-        return DALINailDataModule(location, profile, **seeded)
-    from nailseg_common.pipelines.kornia_pipeline import CachedNailDataModule
-
-    return CachedNailDataModule(location, profile, **seeded)
-
-
-def reuse(model: FastNailSegmentation):
-    """A ``make_model`` for ``measure_training`` that returns ``model`` (compiled once), with
-    the pipeline's ``gpu_augmentation``; its other arguments are ignored."""
-    def make_model(gpu_augmentation: torch.nn.Module | None = None, **ignored):
-        model.gpu_augmentation = gpu_augmentation
-        return model
-    return make_model
-
+# cache (`training_datamodule`, in `nailseg_common.measure.benchmark`, picks the pipeline).
+# The compiled model is built and compiled once, by `warm_up` (below), and `reuse` (beside
+# it) hands that same model to every later measurement, so that no measurement compiles
+# again.
 
 # %%
 def step_rate(profile, batches, make_model) -> dict:
@@ -380,9 +369,9 @@ rates["+ half-resolution head" + ("" if fast.fast_half_resolution_head else ", o
 
 # %%
 #| export training.fast_training
-import dataclasses
 import time
 
+import pytorch_lightning as pl
 from pytorch_lightning.callbacks import Callback
 
 from nailseg_common.training.trainer import make_trainer
@@ -435,11 +424,12 @@ class AccuracyClock(Callback):
 def time_to_accuracy(model: FastNailSegmentation, datamodule: pl.LightningDataModule,
                      profile: Profile, target_iou: float) -> dict:
     """Fit ``model`` (warmed up before) until validation, every ``profile.val_every_n_epochs``
-    epochs, reaches ``target_iou`` (or ``profile.max_steps``). Seconds are wall time from the
-    start of ``fit``."""
+    epochs, reaches ``target_iou`` (or ``profile.max_steps``), validating the average of the
+    weights if ``profile.fast_ema_decay``. Seconds are wall time from the start of ``fit``."""
     clock = AccuracyClock(target_iou)
+    averaging = [AverageWeights(profile.fast_ema_decay)] if profile.fast_ema_decay else []
     trainer = make_trainer(profile, "time_to_accuracy", enable_checkpointing=False,
-                           enable_progress_bar=False, callbacks=[clock])
+                           enable_progress_bar=False, callbacks=[clock, *averaging])
     trainer.fit(model, datamodule=datamodule)
     reached = clock.reached
     return {"max_steps": profile.max_steps, "fit_s": clock.fit_s,
@@ -448,6 +438,56 @@ def time_to_accuracy(model: FastNailSegmentation, datamodule: pl.LightningDataMo
             "steps_to_target": reached["step"] if reached else None,
             "best_iou": max((row["val_iou"] for row in clock.history), default=float("nan")),
             "steps": trainer.global_step, "history": clock.history}
+
+
+# %% [markdown]
+# ## Scoring an average of the weights
+#
+# Near its best, a run's IoU goes up and down from one validation to the next: each step
+# moves the weights by the noise of one batch as well as by what it learned. An exponential
+# moving average of the weights smooths that noise away at almost no cost: after every step,
+# `average ← decay · average + (1 − decay) · weights`, one fused kernel over all the
+# parameters (`torch.optim.swa_utils.get_ema_multi_avg_fn`). `AverageWeights` swaps the
+# average in for each validation and the trained weights back after it; training itself
+# never sees the average. Its decay starts low, `(1 + step) / (10 + step)`, so that the
+# average of a short run is not dominated by the random start, and rises to the profile's
+# `fast_ema_decay`. (Lightning's `WeightAveraging` callback does the same with a copy of
+# the whole module, buffers included; this one keeps the parameters only.)
+
+# %%
+#| export training.fast_training
+from torch.optim.swa_utils import get_ema_multi_avg_fn
+
+
+def load_values(module: torch.nn.Module, values: list[torch.Tensor]) -> None:
+    with torch.no_grad():
+        for parameter, value in zip(module.parameters(), values, strict=True):
+            parameter.copy_(value)
+
+
+class AverageWeights(Callback):
+    """Validates an exponential moving average of the parameters, updated after every step
+    with the decay ``min(decay, (1 + step) / (10 + step))``."""
+
+    def __init__(self, decay: float):
+        self.decay, self.average, self.trained = decay, [], []
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self.average = [parameter.detach().clone() for parameter in pl_module.parameters()]
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        decay = min(self.decay, (1 + trainer.global_step) / (10 + trainer.global_step))
+        get_ema_multi_avg_fn(decay)(self.average, [p.detach() for p in pl_module.parameters()], None)
+
+    def on_validation_epoch_start(self, trainer, pl_module) -> None:
+        if self.average:  # none before training (a sanity check validates the weights as they are)
+            self.trained = [parameter.detach().clone() for parameter in pl_module.parameters()]
+            load_values(pl_module, self.average)
+
+    def on_validation_epoch_end(self, trainer, pl_module) -> None:
+        if self.trained:
+            load_values(pl_module, self.trained)
+            self.trained = []
 
 
 # %% [markdown]
@@ -498,7 +538,7 @@ print(Verdict("faster step ÷ 02's step", faster["img_s"] / eager["img_s"], 1.0,
 # One run is one seed, and near its best its curve goes up and down from one validation to
 # the next, so one run's time says little about the next one's. `tools/time_to_accuracy_seeds.py`
 # runs this notebook's recipe once per seed (the seed of the initial weights and of the
-# augmentations), one seed after another in one process alone on an H100, and commits every
+# augmentations), one seed after another in one process alone on a GPU, and commits every
 # run to `seed_results`. The cells below read that file: every seed's curve, then every seed's
 # time to several levels of IoU (`iou_levels`, and the level the file's runs stopped at).
 
@@ -516,9 +556,6 @@ print(f"{seed_results}: {len(seeds['runs'])} seeds on {seeds['device']}, torch {
 
 # %%
 #| export training.fast_training
-import math
-
-
 def seconds_to_level(runs: list[dict], level: float) -> list[float]:
     """Each run's seconds to its first validation with IoU ≥ ``level`` (from its ``history``);
     ``math.inf`` for a run that never reaches it: slower than every run that does."""
@@ -565,7 +602,7 @@ plt.show()
 # %% [markdown]
 # The verdict: did this run reach the level, and how long did it take against the seeds'
 # median? The seeds' range is the spread: one seed's time anywhere in it is within noise.
-# The seeds ran on an H100; on another device the seconds compare devices as well as runs.
+# On another device than the seeds' the seconds compare devices as well as runs.
 
 # %%
 print(f"this run on {device_name}; the seeds on {seeds['device'] if seeds else 'no file'}")
@@ -655,29 +692,10 @@ if run_pipelines:
 #
 # Where the step's time goes should come from a measurement. `torch.profiler` records
 # `profile_steps` steps of the fastest step (the compiled model in the Trainer, on resident
-# batches, the first step left out) and the kernels are grouped by what they do (the
-# recording callback and the groups' name patterns are in `nailseg_common.measure.profiling`).
-
-# %%
-#| export training.fast_training
-import pandas as pd
-
-from nailseg_common.measure.profiling import KernelProfile
-from nailseg_common.measure.timing import without_validation_hint
-
-
-def profile_step(model: FastNailSegmentation, profile: Profile, resident, steps: int) -> pd.DataFrame:
-    """Device (or CPU) time per kernel group of ``steps`` training steps on ``resident``
-    batches (``resident_batches``), through the Trainer as in every run, in ms per step."""
-    model.gpu_augmentation = None  # the bound's step: batches as they are
-    recorder = KernelProfile(profile.device.type == "cuda")
-    trainer = make_trainer(dataclasses.replace(profile, max_steps=steps + 1), "profile",
-                           limit_val_batches=0, logger=False, enable_checkpointing=False,
-                           enable_progress_bar=False, callbacks=[recorder])
-    with without_validation_hint():
-        trainer.fit(model, resident)
-    return recorder.ms_per_group(steps)
-
+# batches, the first step left out) and the kernels are grouped by what they do
+# (`profile_step`, in `nailseg_common.measure.benchmark`, runs the steps through the Trainer as
+# every run does; the recording callback and the groups' name patterns are in
+# `nailseg_common.measure.profiling`).
 
 # %%
 kernels = profile_step(model, fast, resident[fast.batch_size], profile_steps)
@@ -725,6 +743,9 @@ if run_pipelines and "dali" in table.index:
 # - A larger batch needs its own recipe (learning rate, warm-up, schedule), and the recipe
 #   is part of the run's profile: `fast_batch_size`, `fast_lr`, `warmup_steps`,
 #   `fast_max_steps`, `val_every_n_epochs`, `compile_model`, `fast_half_resolution_head`.
+# - What a validation scores is part of the recipe too: an exponential moving average of
+#   the weights, and each image averaged with its mirror image, smooth away the noise of the
+#   last batches for the cost of a copy of the weights and a second forward pass.
 # - One seed is not a result: the time to accuracy is reported over seeds, as a median and
 #   range, from a committed file, at the highest level every seed reaches; one run's time is
 #   judged against that median, with the seeds' range as its spread.
@@ -751,6 +772,9 @@ if run_pipelines and "dali" in table.index:
 #    shortest that does?
 # 6. Score the masks off by two pixels (`grown(labels, 2)`), and at a smaller `image_size`:
 #    how does the cost of an outline error change with the size of the nails in pixels?
-# 7. Train at a smaller image size for the first half of the schedule and at the full size
+# 7. Validate the weights as trained (`fast_ema_decay=0`, `fast_flip_average=False`): how
+#    many more steps does the run take to the level? Then try a decay of 0.99: a longer
+#    memory smooths more, but remembers older, worse weights.
+# 8. Train at a smaller image size for the first half of the schedule and at the full size
 #    for the second (progressive resizing): two `fit` calls with two data modules. Does it
 #    reach the level sooner?

@@ -8,16 +8,16 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from nailseg_common.measure.benchmark import profile_step, reuse
 from nailseg_common.measure.timing import resident_batches
 from nailseg_common.setup.profiles import select_profile
 from nailseg_common.training import run_logs
 from nailseg_common.training.fast_training import (
     AccuracyClock,
+    AverageWeights,
     FastNailSegmentation,
     common_level,
     mask_iou,
-    profile_step,
-    reuse,
     seconds_to_level,
     warm_up,
 )
@@ -68,6 +68,60 @@ def test_accuracy_clock_stops_at_the_first_validation_that_reaches_the_target(
         assert clock.reached == clock.history[0]
     else:
         assert clock.reached is None
+
+
+class WeightProbe(pl.Callback):
+    """The first parameter of the module after every step and at every validation batch."""
+
+    def __init__(self):
+        self.trained, self.validated = [], []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.trained.append(next(pl_module.parameters()).detach().clone())
+
+    def on_validation_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0):
+        self.validated.append(next(pl_module.parameters()).detach().clone())
+
+
+def test_average_weights_validates_the_warm_started_average_and_trains_on_the_weights(tmp_path, monkeypatch):
+    """Two steps an epoch, a validation after each epoch: what each validation sees is the
+    average of the weights after every step so far, with the decay min(0.9, (1+s)/(10+s));
+    after it, and at the end, the model holds the trained weights."""
+    monkeypatch.setenv("NAILSEG_RUNS_DIR", str(tmp_path))
+    profile = dataclasses.replace(SMOKE, max_steps=4)
+    loader = DataLoader(RandomBatches(8, profile.image_size), batch_size=4)
+    model, probe = smoke_model(profile.max_steps), WeightProbe()
+    initial = next(model.parameters()).detach().clone()
+    trainer = make_trainer(profile, "average", enable_checkpointing=False, enable_progress_bar=False,
+                           num_sanity_val_steps=1, callbacks=[AverageWeights(0.9), probe])
+    trainer.fit(model, train_dataloaders=loader, val_dataloaders=loader)
+    average, expected = initial, []
+    for step, trained in enumerate(probe.trained, start=1):
+        decay = min(0.9, (1 + step) / (10 + step))
+        average = decay * average + (1 - decay) * trained
+        expected.append(average)
+    sanity, validated = probe.validated[0], probe.validated[1:]
+    assert torch.equal(sanity, initial)  # the sanity check, before training: the weights as they are
+    assert len(probe.trained) == 4 and len(validated) == 4  # two validations of two batches
+    for seen, step in zip(validated, (2, 2, 4, 4), strict=True):
+        assert torch.allclose(seen, expected[step - 1], atol=1e-6)
+        assert not torch.allclose(seen, probe.trained[step - 1])
+    assert torch.equal(next(model.parameters()).detach(), probe.trained[-1])
+
+
+def test_flip_average_predicts_the_mirror_image_of_the_mirror_images_prediction():
+    image = torch.rand(2, 3, SMOKE.image_size, SMOKE.image_size)
+    torch.manual_seed(0)
+    averaged = FastNailSegmentation(encoder=SMOKE.encoder, flip_average=True).eval()
+    torch.manual_seed(0)
+    plain = FastNailSegmentation(encoder=SMOKE.encoder).eval()
+    with torch.no_grad():
+        mirrored = averaged(image.flip(-1)).flip(-1)
+        assert torch.allclose(averaged(image), mirrored, atol=1e-5)
+        assert not torch.allclose(plain(image), plain(image.flip(-1)).flip(-1), atol=1e-5)
+        assert torch.allclose(averaged(image), 0.5 * (plain(image) + plain(image.flip(-1)).flip(-1)), atol=1e-6)
+    averaged.train()
+    assert torch.equal(averaged(image), plain.train()(image))  # training sees each image once
 
 
 def test_reuse_hands_back_the_same_model_with_the_pipelines_augmentation():

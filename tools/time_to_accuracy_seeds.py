@@ -1,4 +1,4 @@
-"""Notebook 07's time to accuracy over several seeds on one GPU: ``results/time_to_accuracy_h100.json``.
+"""Notebook 07's time to accuracy over several seeds on one GPU: ``results/time_to_accuracy_<gpu>.json``.
 
 Each seed runs 07's recipe the way the notebook runs it: a ``FastNailSegmentation`` of the
 profile's faster recipe, compiled and autotuned by ``warm_up`` (its seconds are the run's
@@ -29,7 +29,7 @@ from pathlib import Path
 import pytorch_lightning as pl
 
 from nailseg_common.data.preparation import ensure_prepared
-from nailseg_common.measure.benchmark import train_loader_of
+from nailseg_common.measure.benchmark import reuse, train_loader_of, training_datamodule
 from nailseg_common.measure.timing import measure_training, resident_batches
 from nailseg_common.setup.environment import device_description, library_versions
 from nailseg_common.setup.files import write_json
@@ -39,10 +39,8 @@ from nailseg_common.training.fast_training import (
     FastNailSegmentation,
     faster_recipe,
     recipe_model,
-    reuse,
     seconds_to_level,
     time_to_accuracy,
-    training_datamodule,
     warm_up,
 )
 
@@ -111,7 +109,8 @@ def report(cfg: Profile, fast: Profile, runs: list[dict], step: dict, target_iou
     recipe = {"encoder": fast.encoder, "image_size": fast.image_size, "batch": fast.batch_size,
               "peak_lr": fast.lr, "warmup_steps": cfg.warmup_steps, "max_steps": fast.max_steps,
               "val_every_n_epochs": cfg.val_every_n_epochs, "compile_model": cfg.compile_model,
-              "half_resolution_head": fast.fast_half_resolution_head, "precision": fast.precision}
+              "half_resolution_head": fast.fast_half_resolution_head, "ema_decay": fast.fast_ema_decay,
+              "flip_average": fast.fast_flip_average, "precision": fast.precision}
     return {
         "what": ("Notebook 07's recipe timed to the first validation with hard IoU >= target_iou "
                  "(threshold 0.5, per image, averaged over the synthetic validation set), from the "

@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from lab.time_to_accuracy_recipes.sweep_time_to_accuracy import GpuBatches
-from nailseg_common.measure.benchmark import train_loader_of
+from nailseg_common.measure.benchmark import reuse, train_loader_of
 from nailseg_common.measure.timing import measure_training, resident_batches
 from nailseg_common.pipelines.kornia_pipeline import (
     CachedNailDataModule,
@@ -42,7 +42,6 @@ from nailseg_common.pipelines.policy import POLICY
 from nailseg_common.setup.environment import device_description, library_versions
 from nailseg_common.setup.files import write_json
 from nailseg_common.setup.profiles import set_matmul_precision
-from nailseg_common.training.fast_training import reuse
 from tools.time_to_accuracy_seeds import recipe_of, warmed_up_model
 
 HERE = Path(__file__).parent  # where this question's results are kept

@@ -25,12 +25,11 @@ import os
 import sys
 from pathlib import Path
 
-from nailseg_common.measure.benchmark import default_pipelines, pipeline_rates
+from nailseg_common.measure.benchmark import default_pipelines, pipeline_rates, reuse
 from nailseg_common.measure.timing import measure_loader
 from nailseg_common.setup.environment import device_description, library_versions
 from nailseg_common.setup.files import write_json
 from nailseg_common.setup.profiles import set_matmul_precision
-from nailseg_common.training.fast_training import reuse
 from tools.time_to_accuracy_seeds import fastest_step, recipe_of, warmed_up_model
 
 HERE = Path(__file__).parent  # where this question's results are kept

@@ -46,6 +46,7 @@ from nailseg_common.setup.files import write_json
 from nailseg_common.setup.profiles import select_profile, set_matmul_precision
 from nailseg_common.training.fast_training import (
     AccuracyClock,
+    AverageWeights,
     FastNailSegmentation,
     predict_at_half_resolution,
     warm_up,
@@ -116,7 +117,7 @@ class Recipe(FastNailSegmentation):
     batch norm at zero (the block starts as its shortcut); ``half_resolution_head``: 07's
     :func:`predict_at_half_resolution`."""
 
-    def __init__(self, *, flip_tta=False, lovasz=True, decoder_interpolation="nearest",
+    def __init__(self, *, lovasz=True, decoder_interpolation="nearest",
                  decoder_channels=None, compile_model=False, side=None, side_until=None,
                  positive_fraction=None, half_resolution_head=False, **kwargs):
         super().__init__(**kwargs)
@@ -148,13 +149,6 @@ class Recipe(FastNailSegmentation):
         if self.hparams.lovasz:
             return super()._loss(logits, label)
         return F.binary_cross_entropy_with_logits(logits.float(), label.float()) + soft_dice_loss(logits, label)
-
-    def forward(self, image):
-        """Logits; with ``flip_tta``, outside training, averaged with the horizontal flip's."""
-        logits = super().forward(image)
-        if self.hparams.flip_tta and not self.training:
-            logits = 0.5 * (logits + super().forward(image.flip(-1)).flip(-1))
-        return logits
 
 
 class BilinearLabelPolicy(torch.nn.Module):
@@ -190,36 +184,6 @@ class BilinearLabelPolicy(torch.nn.Module):
         label = (F.grid_sample(label, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
                  > 0.5).float()
         return self.photometric(image, label)
-
-
-class EMAWeights(Callback):
-    """Validates an exponential moving average of the weights (warm-started decay)."""
-
-    def __init__(self, decay):
-        self.decay = decay
-        self.params = self.ema = self.backup = None
-
-    def on_train_start(self, trainer, pl_module):
-        self.params = [p for p in pl_module.parameters()]
-        self.ema = [p.detach().clone() for p in self.params]
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        step = trainer.global_step
-        decay = min(self.decay, (1 + step) / (10 + step))
-        with torch.no_grad():
-            torch._foreach_lerp_(self.ema, [p.detach() for p in self.params], 1 - decay)
-
-    def on_validation_start(self, trainer, pl_module):
-        if self.ema is not None:
-            self.backup = [p.detach().clone() for p in self.params]
-            with torch.no_grad():
-                torch._foreach_copy_([p.data for p in self.params], self.ema)
-
-    def on_validation_end(self, trainer, pl_module):
-        if self.backup is not None:
-            with torch.no_grad():
-                torch._foreach_copy_([p.data for p in self.params], self.backup)
-            self.backup = None
 
 
 class ValidationLog(Callback):
@@ -311,6 +275,12 @@ CONFIGS = {
     "t83_up2_tta": {"target": 0.83, "half_resolution_head": True, "tta": True},
     "t83_up2_ema98_tta_s1200": {"target": 0.83, "half_resolution_head": True, "ema": 0.98, "tta": True,
                                 "steps": 1200},
+    "t83_up2_ema98_tta_flips": {"target": 0.83, "half_resolution_head": True, "ema": 0.98, "tta": True,
+                                "policy": "flips"},
+    "t83_up2_ema98_tta_geometric": {"target": 0.83, "half_resolution_head": True, "ema": 0.98, "tta": True,
+                                    "policy": "geometric"},
+    "t83_up2_ema98_tta_bilinear": {"target": 0.83, "half_resolution_head": True, "ema": 0.98, "tta": True,
+                                   "decoder_interpolation": "bilinear"},
     "test_up2": {"batch": 8, "steps": 4, "warmup": 1, "val_every": 1, "encoder": "resnet18",
                  "decoder_channels": (32, 16, 8, 8, 4), "half_resolution_head": True},
     "test_widths": {"batch": 8, "steps": 4, "warmup": 1, "val_every": 1, "encoder": "resnet18",
@@ -345,7 +315,7 @@ def run(cfg, tensors, name, knobs, seed, compile_model):
     positive_fraction = float(tensors["train"][1].float().mean()) if k["init"] else None
     model = Recipe(encoder=k["encoder"] or cfg.encoder, decoder_channels=k["decoder_channels"],
                    lr=k["lr"], max_steps=k["steps"], warmup_steps=k["warmup"],
-                   compile_model=compile_model, fused_optimizer=True, flip_tta=k["tta"],
+                   compile_model=compile_model, fused_optimizer=True, flip_average=k["tta"],
                    lovasz=k["lovasz"], decoder_interpolation=k["decoder_interpolation"],
                    side=k["side"], side_until=k["side_until"], positive_fraction=positive_fraction,
                    half_resolution_head=k["half_resolution_head"])
@@ -354,7 +324,7 @@ def run(cfg, tensors, name, knobs, seed, compile_model):
     dm = Resident(tensors, k["batch"], seed, k["crop"], k["crop_until"])
     clock = AccuracyClock(target)
     validations = ValidationLog(name, seed)
-    callbacks = [clock, validations] + ([EMAWeights(k["ema"])] if k["ema"] else [])
+    callbacks = [clock, validations] + ([AverageWeights(k["ema"])] if k["ema"] else [])
     compile_s = (warm_up(model, Resident(tensors, k["batch"], seed + 999, k["crop"], k["crop_until"]),
                          prof) if compile_model else None)
     trainer = make_trainer(prof, "sweep", enable_checkpointing=False, enable_progress_bar=False,

@@ -30,16 +30,13 @@ import pandas as pd
 import torch
 
 from nailseg_common.data.preparation import read_split
+from nailseg_common.measure.benchmark import training_datamodule
 from nailseg_common.pipelines.kornia_pipeline import CACHE_FORMAT, load_cache
 from nailseg_common.setup.environment import device_description, library_versions
 from nailseg_common.setup.files import write_json
 from nailseg_common.setup.paths import data_location
 from nailseg_common.setup.profiles import PROFILES
-from nailseg_common.training.fast_training import (
-    mask_iou,
-    time_to_accuracy,
-    training_datamodule,
-)
+from nailseg_common.training.fast_training import mask_iou, time_to_accuracy
 from nailseg_common.training.unet import grown
 from tools.time_to_accuracy_seeds import recipe_of, warmed_up_model
 
@@ -66,17 +63,15 @@ def error_split(predicted: torch.Tensor, label: torch.Tensor, band: int) -> dict
 @torch.no_grad()
 def predict(model: torch.nn.Module, images: torch.Tensor, batch: int, precision: str,
             flip: bool) -> torch.Tensor:
-    """{0, 1} predictions (float, on the CPU) of uint8 ``images``; ``flip``: the logits
-    averaged with those of the horizontally flipped image, flipped back."""
+    """{0, 1} predictions (float, on the CPU) of uint8 ``images`` by 07's module; ``flip``:
+    its ``flip_average`` (the logits averaged with the mirror image's)."""
     model.eval()
+    model.hparams.flip_average = flip
     device, out = model.device, []
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision.startswith("bf16"))
     for start in range(0, len(images), batch):
-        image = images[start:start + batch].to(device)
         with autocast:
-            logits = model(image).float()
-            if flip:
-                logits = 0.5 * (logits + model(image.flip(-1)).float().flip(-1))
+            logits = model(images[start:start + batch].to(device)).float()
         out.append((logits > 0).float().cpu())
     return torch.cat(out)
 

@@ -42,6 +42,7 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 
+from nailseg_common.measure.profiling import KernelProfile
 from nailseg_common.measure.targets import Verdict, ratio_spread
 from nailseg_common.measure.timing import (
     BOUND_BATCHES,
@@ -49,11 +50,13 @@ from nailseg_common.measure.timing import (
     measure_training,
     resident_batches,
     summarize,
+    without_validation_hint,
 )
 from nailseg_common.setup.environment import library_versions
 from nailseg_common.setup.files import write_json
 from nailseg_common.setup.paths import REPO_ROOT, DataLocation
 from nailseg_common.setup.profiles import Profile
+from nailseg_common.training.trainer import make_trainer
 from nailseg_common.training.unet import LitNailSegmentation
 
 SCHEMA_VERSION = 1
@@ -136,6 +139,31 @@ def train_loader_of(datamodule: pl.LightningDataModule) -> Iterable[dict]:
     return datamodule.train_dataloader()
 
 
+def training_datamodule(location: DataLocation, profile: Profile,
+                        seed: int | None = None) -> pl.LightningDataModule:
+    """Notebook 04's DALI data module when DALI runs here, else notebook 03's cache; ``seed``
+    (of DALI's augmentations, or of the cache's order) if given, else the module's default
+    (notebook 07's timed runs)."""
+    from nailseg_common.pipelines.dali_pipeline import DALINailDataModule
+    from nailseg_common.setup.environment import dali_available
+
+    seeded = {} if seed is None else {"seed": seed}
+    if dali_available():
+        return DALINailDataModule(location, profile, **seeded)
+    from nailseg_common.pipelines.kornia_pipeline import CachedNailDataModule
+
+    return CachedNailDataModule(location, profile, **seeded)
+
+
+def reuse(model: pl.LightningModule) -> Callable[..., pl.LightningModule]:
+    """A ``make_model`` for :func:`measure_training` that returns ``model`` (notebook 07: compiled
+    once), with the pipeline's ``gpu_augmentation``; its other arguments are ignored."""
+    def make_model(gpu_augmentation: torch.nn.Module | None = None, **ignored):
+        model.gpu_augmentation = gpu_augmentation
+        return model
+    return make_model
+
+
 def pipeline_rates(pipelines: list[Pipeline], profile: Profile, make_model: Callable,
                    bound_img_s: float, windows: int, bound_windows: list[float] | None = None):
     """Training images/s of ``make_model``'s module (notebook 07: its compiled model, reused)
@@ -156,6 +184,21 @@ def pipeline_rates(pipelines: list[Pipeline], profile: Profile, make_model: Call
         if bound_windows:
             rows[pipeline.name]["±"] = ratio_spread(result["repeats"], bound_windows)
     return pd.DataFrame(rows).T
+
+
+def profile_step(model: pl.LightningModule, profile: Profile, resident: Iterable[dict], steps: int):
+    """Device (or CPU) time per kernel group of ``steps`` training steps of ``model`` on
+    ``resident`` batches (``resident_batches``; its ``gpu_augmentation`` off: the bound's
+    step), through the Trainer as in every run, the first step left out, in ms per step
+    (notebook 07)."""
+    model.gpu_augmentation = None
+    recorder = KernelProfile(profile.device.type == "cuda")
+    trainer = make_trainer(dataclasses.replace(profile, max_steps=steps + 1), "profile",
+                           limit_val_batches=0, logger=False, enable_checkpointing=False,
+                           enable_progress_bar=False, callbacks=[recorder])
+    with without_validation_hint():
+        trainer.fit(model, resident)
+    return recorder.ms_per_group(steps)
 
 
 def _free_memory(device: torch.device) -> None:

@@ -46,6 +46,8 @@ class Profile:
     warmup_steps: int = 0  # linear warm-up steps before the cosine decay
     fast_max_steps: int = 2  # the schedule of notebook 07's timed run
     fast_half_resolution_head: bool = True  # its U-Net predicts at half resolution, then upsamples
+    fast_ema_decay: float = 0.98  # its validations score an average of the weights (decay a step; 0: off)
+    fast_flip_average: bool = True  # its validations average each image's logits with its mirror image's
     val_every_n_epochs: int = 1  # validate (and checkpoint) every n epochs, in every training
     # notebook 08: the same recipe as a script on several devices
     ddp_devices: int = 2  # processes of the multi-device runs: GPUs, else gloo CPU processes

@@ -7,15 +7,13 @@ import dataclasses
 import math
 import time
 
-import pandas as pd
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import Callback
+from torch.optim.swa_utils import get_ema_multi_avg_fn
 from torch.utils.flop_counter import FlopCounterMode
 
 from nailseg_common.data.preparation import fit_batch_to_split
-from nailseg_common.measure.profiling import KernelProfile
-from nailseg_common.measure.timing import without_validation_hint
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import Profile
 from nailseg_common.training.trainer import make_trainer
@@ -24,18 +22,25 @@ from nailseg_common.training.unet import LitNailSegmentation, per_image_iou
 
 class FastNailSegmentation(LitNailSegmentation):
     """Notebook 02's module with a faster step: ``compile_model`` (the U-Net through
-    ``torch.compile``), ``fused_optimizer`` (AdamW's fused kernel),
-    ``warmup_steps`` of linear warm-up before the cosine decay and ``half_resolution_head``
-    (:func:`predict_at_half_resolution`). Other keyword arguments go to
-    :class:`LitNailSegmentation`; ``sample_id`` in a batch is kept."""
+    ``torch.compile``), ``fused_optimizer`` (AdamW's fused kernel), ``warmup_steps`` of linear
+    warm-up before the cosine decay, ``half_resolution_head`` (:func:`predict_at_half_resolution`)
+    and ``flip_average`` (predictions outside training averaged with the mirror image's). Other
+    keyword arguments go to :class:`LitNailSegmentation`; ``sample_id`` in a batch is kept."""
 
     def __init__(self, *, compile_model: bool = False, fused_optimizer: bool = False,
-                 warmup_steps: int = 0, half_resolution_head: bool = False, **kwargs):
+                 warmup_steps: int = 0, half_resolution_head: bool = False,
+                 flip_average: bool = False, **kwargs):
         super().__init__(**kwargs)  # saves every argument, these too, as hyperparameters
         if half_resolution_head:
             predict_at_half_resolution(self.model)
         if compile_model:  # in place: parameters and state_dict keys unchanged
             self.model.compile()
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        logits = super().forward(image)
+        if self.hparams.flip_average and not self.training:
+            logits = 0.5 * (logits + super().forward(image.flip(-1)).flip(-1))
+        return logits
 
     def on_after_batch_transfer(self, batch: dict, dataloader_idx: int) -> dict:
         out = super().on_after_batch_transfer(batch, dataloader_idx)
@@ -88,7 +93,8 @@ def recipe_model(profile: Profile) -> FastNailSegmentation:
     return FastNailSegmentation(encoder=profile.encoder, lr=profile.lr, max_steps=profile.max_steps,
                                 warmup_steps=profile.warmup_steps, compile_model=profile.compile_model,
                                 fused_optimizer=profile.accelerator == "gpu",
-                                half_resolution_head=profile.fast_half_resolution_head)
+                                half_resolution_head=profile.fast_half_resolution_head,
+                                flip_average=profile.fast_flip_average)
 
 
 def training_flops_per_image(model: LitNailSegmentation, image_size: int, device: torch.device) -> dict:
@@ -100,30 +106,6 @@ def training_flops_per_image(model: LitNailSegmentation, image_size: int, device
     with FlopCounterMode(display=False) as training:
         model(image).float().mean().backward()
     return {"forward": forward.get_total_flops(), "training": training.get_total_flops()}
-
-
-def training_datamodule(location: DataLocation, profile: Profile,
-                        seed: int | None = None) -> pl.LightningDataModule:
-    """Notebook 04's DALI data module when DALI runs here, else notebook 03's cache; ``seed``
-    (of DALI's augmentations, or of the cache's order) if given, else the module's default."""
-    from nailseg_common.pipelines.dali_pipeline import DALINailDataModule
-    from nailseg_common.setup.environment import dali_available
-
-    seeded = {} if seed is None else {"seed": seed}
-    if dali_available():
-        return DALINailDataModule(location, profile, **seeded)
-    from nailseg_common.pipelines.kornia_pipeline import CachedNailDataModule
-
-    return CachedNailDataModule(location, profile, **seeded)
-
-
-def reuse(model: FastNailSegmentation):
-    """A ``make_model`` for ``measure_training`` that returns ``model`` (compiled once), with
-    the pipeline's ``gpu_augmentation``; its other arguments are ignored."""
-    def make_model(gpu_augmentation: torch.nn.Module | None = None, **ignored):
-        model.gpu_augmentation = gpu_augmentation
-        return model
-    return make_model
 
 
 def warm_up(model: FastNailSegmentation, datamodule: pl.LightningDataModule, profile: Profile,
@@ -172,11 +154,12 @@ class AccuracyClock(Callback):
 def time_to_accuracy(model: FastNailSegmentation, datamodule: pl.LightningDataModule,
                      profile: Profile, target_iou: float) -> dict:
     """Fit ``model`` (warmed up before) until validation, every ``profile.val_every_n_epochs``
-    epochs, reaches ``target_iou`` (or ``profile.max_steps``). Seconds are wall time from the
-    start of ``fit``."""
+    epochs, reaches ``target_iou`` (or ``profile.max_steps``), validating the average of the
+    weights if ``profile.fast_ema_decay``. Seconds are wall time from the start of ``fit``."""
     clock = AccuracyClock(target_iou)
+    averaging = [AverageWeights(profile.fast_ema_decay)] if profile.fast_ema_decay else []
     trainer = make_trainer(profile, "time_to_accuracy", enable_checkpointing=False,
-                           enable_progress_bar=False, callbacks=[clock])
+                           enable_progress_bar=False, callbacks=[clock, *averaging])
     trainer.fit(model, datamodule=datamodule)
     reached = clock.reached
     return {"max_steps": profile.max_steps, "fit_s": clock.fit_s,
@@ -185,6 +168,37 @@ def time_to_accuracy(model: FastNailSegmentation, datamodule: pl.LightningDataMo
             "steps_to_target": reached["step"] if reached else None,
             "best_iou": max((row["val_iou"] for row in clock.history), default=float("nan")),
             "steps": trainer.global_step, "history": clock.history}
+
+
+def load_values(module: torch.nn.Module, values: list[torch.Tensor]) -> None:
+    with torch.no_grad():
+        for parameter, value in zip(module.parameters(), values, strict=True):
+            parameter.copy_(value)
+
+
+class AverageWeights(Callback):
+    """Validates an exponential moving average of the parameters, updated after every step
+    with the decay ``min(decay, (1 + step) / (10 + step))``."""
+
+    def __init__(self, decay: float):
+        self.decay, self.average, self.trained = decay, [], []
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self.average = [parameter.detach().clone() for parameter in pl_module.parameters()]
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        decay = min(self.decay, (1 + trainer.global_step) / (10 + trainer.global_step))
+        get_ema_multi_avg_fn(decay)(self.average, [p.detach() for p in pl_module.parameters()], None)
+
+    def on_validation_epoch_start(self, trainer, pl_module) -> None:
+        if self.average:  # none before training (a sanity check validates the weights as they are)
+            self.trained = [parameter.detach().clone() for parameter in pl_module.parameters()]
+            load_values(pl_module, self.average)
+
+    def on_validation_epoch_end(self, trainer, pl_module) -> None:
+        if self.trained:
+            load_values(pl_module, self.trained)
+            self.trained = []
 
 
 def seconds_to_level(runs: list[dict], level: float) -> list[float]:
@@ -202,16 +216,3 @@ def common_level(runs: list[dict], levels) -> float | None:
 def mask_iou(predicted: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
     """Per-image hard IoU of {0, 1} masks (1 where both are empty), as validation scores it."""
     return per_image_iou(2.0 * predicted - 1.0, label)  # logits > 0 exactly where predicted
-
-
-def profile_step(model: FastNailSegmentation, profile: Profile, resident, steps: int) -> pd.DataFrame:
-    """Device (or CPU) time per kernel group of ``steps`` training steps on ``resident``
-    batches (``resident_batches``), through the Trainer as in every run, in ms per step."""
-    model.gpu_augmentation = None  # the bound's step: batches as they are
-    recorder = KernelProfile(profile.device.type == "cuda")
-    trainer = make_trainer(dataclasses.replace(profile, max_steps=steps + 1), "profile",
-                           limit_val_batches=0, logger=False, enable_checkpointing=False,
-                           enable_progress_bar=False, callbacks=[recorder])
-    with without_validation_hint():
-        trainer.fit(model, resident)
-    return recorder.ms_per_group(steps)
