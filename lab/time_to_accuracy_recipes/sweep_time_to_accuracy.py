@@ -19,7 +19,8 @@ Results: ``lab/time_to_accuracy_recipes/time_to_accuracy_sweep_h100.json``, ``la
 sat half a pixel off their images (``lab/mask_alignment/mask_alignment``; format 3 puts them on the grid);
 ``lab/time_to_accuracy_recipes/time_to_accuracy_progressive_h100.json`` (progressive resizing: ``side``,
 ``side_until``) on format 3; ``time_to_accuracy_t83_seeds_h100.json`` and
-``time_to_accuracy_t83_levers_h100.json`` (each run alone on its GPU, stopped at IoU 0.83),
+``time_to_accuracy_t83_levers_h100.json``, ``time_to_accuracy_t83_policy_h100.json`` and
+``time_to_accuracy_t83_ema_h100.json`` (each run alone on its GPU, stopped at IoU 0.83),
 their summaries written by ``--summarise FILE`` from their runs.
 """
 
