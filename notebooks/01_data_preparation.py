@@ -149,8 +149,8 @@ for name, values in zip("RGB", pixels.T):
 
 # %% [markdown]
 # The models in notebook 02 reach a far higher IoU. `start` generated this notebook's set
-# in parallel processes (one per core), and `generate_synthetic_dataset(root, num_images,
-# seed)` writes a set anywhere:
+# in parallel processes (one per core, once a set is large enough to pay for starting them),
+# and `generate_synthetic_dataset(root, num_images, seed)` writes a set anywhere:
 #
 # ```python
 # from nailseg_common.data.synthetic import generate_synthetic_dataset

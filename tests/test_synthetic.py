@@ -126,7 +126,7 @@ def test_interrupted_generation_leaves_nothing(tmp_path, monkeypatch):
         return synthetic_sample(seed, index, style=style)
 
     monkeypatch.setattr(synthetic, "synthetic_sample", broken)
-    monkeypatch.setattr(synthetic, "generation_processes", lambda: 1)
+    monkeypatch.setattr(synthetic, "generation_processes", lambda count: 1)
     with pytest.raises(KeyboardInterrupt):
         generate_synthetic_dataset(tmp_path / "set", 6, progress=False)
     assert calls == [0, 1, 2]
@@ -135,13 +135,21 @@ def test_interrupted_generation_leaves_nothing(tmp_path, monkeypatch):
 
 def test_parallel_generation_writes_the_same_files(tmp_path, monkeypatch):
     """Samples drawn in several processes are the ones one process draws, byte for byte."""
+    monkeypatch.setattr(synthetic, "generation_processes", lambda count: 2)
     generate_synthetic_dataset(tmp_path / "parallel", 6, progress=False)
-    monkeypatch.setattr(synthetic, "generation_processes", lambda: 1)
+    monkeypatch.setattr(synthetic, "generation_processes", lambda count: 1)
     generate_synthetic_dataset(tmp_path / "serial", 6, progress=False)
     files = sorted(p.relative_to(tmp_path / "serial") for p in (tmp_path / "serial").rglob("*.png"))
     assert len(files) == 12
     for name in files:
         assert (tmp_path / "parallel" / name).read_bytes() == (tmp_path / "serial" / name).read_bytes()
+
+
+def test_small_sets_are_drawn_in_this_process_and_large_ones_on_every_core(monkeypatch):
+    monkeypatch.setattr(synthetic, "usable_cores", lambda: 16)
+    assert synthetic.generation_processes(48) == 1  # a smoke set: no process to start
+    assert synthetic.generation_processes(400) == 4
+    assert synthetic.generation_processes(2400) == 16  # at most one per core
 
 
 def test_at_least_one_image_is_required(tmp_path):
