@@ -68,8 +68,9 @@ BENCH_STEPS ?=
 bench: env  ## benchmark every input pipeline against the bound into $(BENCH_OUT) (meant for a GPU)
 	$(PY) -m nailseg_common.measure.benchmark --out $(BENCH_OUT) --repeats $(BENCH_REPEATS) $(if $(BENCH_STEPS),--steps $(BENCH_STEPS))
 
+# --durations: the slowest tests close the log, for whoever keeps the run short.
 test: env browser  ## unit tests and every notebook (smoke profile), as CI runs them
-	NAILSEG_PROFILE=smoke $(PY) -m pytest --nbmake --nbmake-timeout=900 tests notebooks
+	NAILSEG_PROFILE=smoke $(PY) -m pytest --nbmake --nbmake-timeout=900 --durations=15 tests notebooks
 
 lab: env  ## JupyterLab with the course's kernel registered
 	$(PY) -m ipykernel install --user --name nailseg-course --display-name "Python (nailseg course)"
