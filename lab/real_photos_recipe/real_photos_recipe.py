@@ -39,7 +39,8 @@ from nailseg_common.training.finetune import (
 )
 from nailseg_common.training.run_logs import checkpoint_hparams, resolve_checkpoint
 
-RECIPES = {  # name: side, optimizer steps, peak learning rate, keep BatchNorm statistics
+RECIPES = {  # name: side, optimizer steps, peak learning rate, keep BatchNorm statistics (batch:
+    # images a step, else --batch)
     "r384_s120": {"side": 384, "steps": 120, "lr": 7e-4, "keep": False},
     "r384_s120_lr1.4e-3": {"side": 384, "steps": 120, "lr": 1.4e-3, "keep": False},
     "r384_s120_lr2e-3": {"side": 384, "steps": 120, "lr": 2e-3, "keep": False},
@@ -67,6 +68,13 @@ RECIPES = {  # name: side, optimizer steps, peak learning rate, keep BatchNorm s
                                    "channels_last": True},
     "cpu192_s160_lr1e-3_bf16_cl": {"side": 192, "steps": 160, "lr": 1e-3, "keep": True, "precision": "bf16-mixed",
                                    "channels_last": True},
+    "r192_s160_lr1e-3_b8": {"side": 192, "steps": 160, "lr": 1e-3, "keep": True, "batch": 8},
+    "r192_s640_lr1e-3_b8": {"side": 192, "steps": 640, "lr": 1e-3, "keep": True, "batch": 8},
+    "r256_s160_lr1e-3_b8": {"side": 256, "steps": 160, "lr": 1e-3, "keep": True, "batch": 8},
+    "r160_s1200_lr2e-3": {"side": 160, "steps": 1200, "lr": 2e-3, "keep": False, "batch": 32},
+    "r192_s1200_lr2e-3": {"side": 192, "steps": 1200, "lr": 2e-3, "keep": False, "batch": 32},
+    "r256_s1200_lr2e-3": {"side": 256, "steps": 1200, "lr": 2e-3, "keep": False, "batch": 32},
+    "r512_s600_lr2e-3": {"side": 512, "steps": 600, "lr": 2e-3, "keep": False, "batch": 32},
     "smoke": {"side": 64, "steps": 2, "lr": 1e-3, "keep": True},
 }
 
@@ -105,7 +113,8 @@ def run_recipe(name: str, recipe: dict, args, prepared: dict) -> dict:
         frame, photos = photos_on_device(data, cfg)
         prepared[side] = (cfg, frame, photos)
     cfg, frame, photos = prepared[side]
-    cfg = dataclasses.replace(cfg, finetune_steps=recipe["steps"], finetune_lr=recipe["lr"],
+    cfg = dataclasses.replace(cfg, batch_size=recipe.get("batch", cfg.batch_size),
+                              finetune_steps=recipe["steps"], finetune_lr=recipe["lr"],
                               finetune_keep_statistics=recipe["keep"],
                               precision=recipe.get("precision", cfg.precision))
     checkpoint = resolve_checkpoint(args.checkpoint, cfg)
