@@ -247,6 +247,18 @@ def test_real_photos_recipe_cross_validates_by_hand_and_scores_flips(tmp_path):
     assert 0 <= row["fine_tuned_dice_flips"]["mean"] <= 1 and row["seconds_all_folds"] > 0
 
 
+def test_windows_cut_image_and_label_at_the_same_random_place():
+    from lab.real_photos_recipe.real_photos_recipe import Windows
+    from nailseg_common.pipelines.kornia_pipeline import BatchSlices
+    images = torch.randint(0, 256, (3, 3, 8, 8), dtype=torch.uint8)
+    windows = Windows(BatchSlices(images, images[:, :1].clone()), crop=4, seed=0)
+    batch = windows[[2, 0]]
+    assert batch["image"].shape == (2, 3, 4, 4) and torch.equal(batch["label"], batch["image"][:, :1])
+    places = [(top, left) for top in range(5) for left in range(5)
+              if torch.equal(images[[2, 0], :, top:top + 4, left:left + 4], batch["image"])]
+    assert places  # one window of the whole photos, the same for every photo of the batch
+
+
 def test_zero_shot_by_side_scores_every_photo_at_every_side_through_predict(tmp_path):
     from PIL import Image
 
