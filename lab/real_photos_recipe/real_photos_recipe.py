@@ -16,6 +16,7 @@ recipe, with the zero-shot score of the start at the same side, device, versions
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime
 import gc
@@ -23,11 +24,13 @@ import json
 import re
 import time
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from nailseg_common.pipelines.kornia_pipeline import KorniaAugmentation
 from nailseg_common.setup.course import start
 from nailseg_common.setup.environment import device_description, library_versions
 from nailseg_common.training.finetune import (
@@ -41,7 +44,9 @@ from nailseg_common.training.finetune import (
 from nailseg_common.training.run_logs import checkpoint_hparams, resolve_checkpoint
 
 RECIPES = {  # name: side, optimizer steps, peak learning rate, keep BatchNorm statistics (batch:
-    # images a step, else --batch; crop: the side of the random window a training step sees)
+    # images a step, else --batch; crop: the side of the random window a training step sees;
+    # freeze_encoder: train the decoder and head only; augment False: no augmentation, so the
+    # encoder's features of each photo could be computed once)
     "r384_s120": {"side": 384, "steps": 120, "lr": 7e-4, "keep": False},
     "r384_s120_lr1.4e-3": {"side": 384, "steps": 120, "lr": 1.4e-3, "keep": False},
     "r384_s120_lr2e-3": {"side": 384, "steps": 120, "lr": 2e-3, "keep": False},
@@ -83,8 +88,20 @@ RECIPES = {  # name: side, optimizer steps, peak learning rate, keep BatchNorm s
                                     "batch": 8, "crop": 128},
     "r192_s1280_lr1e-3_b8_crop96": {"side": 192, "steps": 1280, "lr": 1e-3, "keep": True,
                                     "batch": 8, "crop": 96},
+    "r192_s640_lr1e-3_b8_plain": {"side": 192, "steps": 640, "lr": 1e-3, "keep": True, "batch": 8,
+                                  "augment": False},
+    "r192_s640_lr1e-3_b8_frozen": {"side": 192, "steps": 640, "lr": 1e-3, "keep": True, "batch": 8,
+                                   "freeze_encoder": True},
+    "r192_s640_lr1e-3_b8_frozen_plain": {"side": 192, "steps": 640, "lr": 1e-3, "keep": True,
+                                         "batch": 8, "freeze_encoder": True, "augment": False},
+    "r192_s1280_lr1e-3_b8_frozen_plain": {"side": 192, "steps": 1280, "lr": 1e-3, "keep": True,
+                                          "batch": 8, "freeze_encoder": True, "augment": False},
+    "r192_s640_lr3e-3_b8_frozen_plain": {"side": 192, "steps": 640, "lr": 3e-3, "keep": True,
+                                         "batch": 8, "freeze_encoder": True, "augment": False},
     "smoke": {"side": 64, "steps": 2, "lr": 1e-3, "keep": True},
     "smoke_crop": {"side": 64, "steps": 2, "lr": 1e-3, "keep": True, "crop": 32},
+    "smoke_frozen_plain": {"side": 64, "steps": 2, "lr": 1e-3, "keep": True, "freeze_encoder": True,
+                           "augment": False},
 }
 
 
@@ -119,6 +136,15 @@ class PhotosInWindows(PhotosOnDevice):
         whole = super().train_dataloader()
         return DataLoader(Windows(whole.dataset, self.crop, self.seed), sampler=whole.sampler,
                           batch_size=None)
+
+
+def augmentation(augment: bool):
+    """06's augmentation as it is, or (``augment`` False) the same module with no op in its
+    policy: images only converted to floats."""
+    if augment:
+        return contextlib.nullcontext()
+    return mock.patch("nailseg_common.training.finetune.KorniaAugmentation",
+                      lambda seed: KorniaAugmentation(policy={}, seed=seed))
 
 
 def hand_of(name: str) -> str:
@@ -179,7 +205,10 @@ def run_recipe(name: str, recipe: dict, args, prepared: dict) -> dict:
             windows = {"crop": recipe["crop"]} if "crop" in recipe else {}
             datamodule = (PhotosInWindows if windows else PhotosOnDevice)(
                 photos, train, held_out, cfg.batch_size, cfg.finetune_steps, seed=seed, **windows)
-            fine_tune(model, datamodule, cfg, f"lab_{name}", seed=seed)
+            if recipe.get("freeze_encoder"):
+                model.model.encoder.requires_grad_(False)  # AdamW skips weights without gradients
+            with augmentation(recipe.get("augment", True)):
+                fine_tune(model, datamodule, cfg, f"lab_{name}", seed=seed)
             for flips, held_out_logits in logits.items():
                 held_out_logits[held_out] = predict_logits(model, photos.images[held_out],
                                                               flips=flips)
