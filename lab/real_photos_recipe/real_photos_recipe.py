@@ -33,6 +33,7 @@ from torch.utils.data import DataLoader, Dataset
 from nailseg_common.pipelines.kornia_pipeline import KorniaAugmentation
 from nailseg_common.setup.course import start
 from nailseg_common.setup.environment import device_description, library_versions
+from nailseg_common.training.fast_training import predict_at_half_resolution
 from nailseg_common.training.finetune import (
     PhotosOnDevice,
     fine_tune,
@@ -45,8 +46,10 @@ from nailseg_common.training.run_logs import checkpoint_hparams, resolve_checkpo
 
 RECIPES = {  # name: side, optimizer steps, peak learning rate, keep BatchNorm statistics (batch:
     # images a step, else --batch; crop: the side of the random window a training step sees;
-    # freeze_encoder: train the decoder and head only; augment False: no augmentation, so the
-    # encoder's features of each photo could be computed once)
+    # freeze_encoder: train the decoder and head only; freeze_modules: N, the encoder's first N
+    # modules kept as they are; augment False: no augmentation, so what frozen modules compute
+    # of each photo could be computed once; half_head: notebook 07's half-resolution head, its
+    # convolution new)
     "r384_s120": {"side": 384, "steps": 120, "lr": 7e-4, "keep": False},
     "r384_s120_lr1.4e-3": {"side": 384, "steps": 120, "lr": 1.4e-3, "keep": False},
     "r384_s120_lr2e-3": {"side": 384, "steps": 120, "lr": 2e-3, "keep": False},
@@ -98,8 +101,20 @@ RECIPES = {  # name: side, optimizer steps, peak learning rate, keep BatchNorm s
                                           "batch": 8, "freeze_encoder": True, "augment": False},
     "r192_s640_lr3e-3_b8_frozen_plain": {"side": 192, "steps": 640, "lr": 3e-3, "keep": True,
                                          "batch": 8, "freeze_encoder": True, "augment": False},
+    "r192_s640_lr1e-3_b8_plain_freeze7": {"side": 192, "steps": 640, "lr": 1e-3, "keep": True,
+                                          "batch": 8, "augment": False, "freeze_modules": 7},
+    "r192_s640_lr1e-3_b8_plain_half": {"side": 192, "steps": 640, "lr": 1e-3, "keep": True,
+                                       "batch": 8, "augment": False, "half_head": True},
+    "r192_s640_lr1e-3_b8_plain_half_freeze7": {"side": 192, "steps": 640, "lr": 1e-3, "keep": True,
+                                               "batch": 8, "augment": False, "half_head": True,
+                                               "freeze_modules": 7},
+    "r192_s1280_lr1e-3_b8_plain_half_freeze7": {"side": 192, "steps": 1280, "lr": 1e-3,
+                                                "keep": True, "batch": 8, "augment": False,
+                                                "half_head": True, "freeze_modules": 7},
     "smoke": {"side": 64, "steps": 2, "lr": 1e-3, "keep": True},
     "smoke_crop": {"side": 64, "steps": 2, "lr": 1e-3, "keep": True, "crop": 32},
+    "smoke_half_freeze7": {"side": 64, "steps": 2, "lr": 1e-3, "keep": True, "augment": False,
+                           "half_head": True, "freeze_modules": 7},
     "smoke_frozen_plain": {"side": 64, "steps": 2, "lr": 1e-3, "keep": True, "freeze_encoder": True,
                            "augment": False},
 }
@@ -205,8 +220,12 @@ def run_recipe(name: str, recipe: dict, args, prepared: dict) -> dict:
             windows = {"crop": recipe["crop"]} if "crop" in recipe else {}
             datamodule = (PhotosInWindows if windows else PhotosOnDevice)(
                 photos, train, held_out, cfg.batch_size, cfg.finetune_steps, seed=seed, **windows)
+            if recipe.get("half_head"):
+                predict_at_half_resolution(model.model)
             if recipe.get("freeze_encoder"):
                 model.model.encoder.requires_grad_(False)  # AdamW skips weights without gradients
+            if recipe.get("freeze_modules"):  # a MobileNetV2 encoder's modules, in order
+                model.model.encoder.features[:recipe["freeze_modules"]].requires_grad_(False)
             with augmentation(recipe.get("augment", True)):
                 fine_tune(model, datamodule, cfg, f"lab_{name}", seed=seed)
             for flips, held_out_logits in logits.items():
