@@ -259,6 +259,18 @@ def test_windows_cut_image_and_label_at_the_same_random_place():
     assert places  # one window of the whole photos, the same for every photo of the batch
 
 
+def test_cpu_step_cost_times_every_head_and_cached_part(tmp_path):
+    from lab.real_photos_recipe import cpu_step_cost
+    out = tmp_path / "cost.json"
+    cpu_step_cost.main(["--batch", "1", "--side", "64", "--steps", "2", "--warmup", "0",
+                        "--rounds", "1", "--out", str(out)])
+    rows = json.loads(out.read_text())["rows"]
+    assert {(row["head"], row["cached_modules"]) for row in rows} == {
+        (head, cached) for head in ("full", "half") for cached in cpu_step_cost.CACHED}
+    assert all(0 < row["min_s"] <= row["median_s"] <= row["max_s"] and row["steps"] == 2
+               for row in rows)
+
+
 def test_zero_shot_by_side_scores_every_photo_at_every_side_through_predict(tmp_path):
     from PIL import Image
 
