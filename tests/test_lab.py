@@ -269,6 +269,9 @@ def test_cpu_step_cost_times_every_head_and_cached_part(tmp_path):
         (head, cached) for head in ("full", "half") for cached in cpu_step_cost.CACHED}
     assert all(0 < row["min_s"] <= row["median_s"] <= row["max_s"] and row["steps"] == 2
                for row in rows)
+    from nailseg_common.training.unet import create_model
+    encoder = create_model("mobilenet_v2").encoder  # five skip features, one a stride
+    assert len(cpu_step_cost.returned_modules(encoder, torch.rand(1, 3, 64, 64))) == 5
 
 
 def test_zero_shot_by_side_scores_every_photo_at_every_side_through_predict(tmp_path):

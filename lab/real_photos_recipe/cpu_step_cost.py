@@ -30,17 +30,37 @@ from nailseg_common.training.unet import create_model
 CACHED = (0, 7, 19)  # none; the modules up to stride 8; the whole encoder
 
 
+def returned_modules(encoder: torch.nn.Module, image: torch.Tensor) -> set[int]:
+    """Indexes of the ``encoder.features`` modules whose outputs the encoder returns as the
+    U-Net's skip features, found by running it once."""
+    made_by = {}
+
+    def record(index: int):
+        def hook(module, inputs, output) -> None:  # None: the output stays as it is
+            made_by[id(output)] = index
+        return hook
+
+    hooks = [module.register_forward_hook(record(index))
+             for index, module in enumerate(encoder.features)]
+    with torch.no_grad():
+        features = encoder(image)
+    for hook in hooks:
+        hook.remove()
+    return {made_by[id(feature)] for feature in features[1:]}
+
+
 def step_seconds(unet: torch.nn.Module, cached: int, batch: int, side: int, steps: int,
                  warmup: int) -> list[float]:
     """Seconds of each timed step that trains all but the encoder's first ``cached`` modules."""
     modules = unet.encoder.features
     image = torch.rand(batch, 3, side, side).to(memory_format=torch.channels_last)
+    returned = returned_modules(unet.encoder, image)
     label = (torch.rand(batch, 1, side, side) > 0.9).float()
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):  # computed once
         kept, x = [image], image
         for index, module in enumerate(modules[:cached]):
             x = module(x)
-            if index in unet.encoder._out_indexes:
+            if index in returned:
                 kept.append(x)
     trained = [*modules[cached:].parameters(), *unet.decoder.parameters(),
                *unet.segmentation_head.parameters()]
@@ -52,7 +72,7 @@ def step_seconds(unet: torch.nn.Module, cached: int, batch: int, side: int, step
             features, y = list(kept), x
             for index, module in enumerate(modules[cached:], start=cached):
                 y = module(y)
-                if index in unet.encoder._out_indexes:
+                if index in returned:
                     features.append(y)
             logits = unet.segmentation_head(unet.decoder(features))
         loss = F.binary_cross_entropy_with_logits(logits.float(), label)
