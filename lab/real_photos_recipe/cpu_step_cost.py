@@ -49,19 +49,27 @@ def returned_modules(encoder: torch.nn.Module, image: torch.Tensor) -> set[int]:
     return {made_by[id(feature)] for feature in features[1:]}
 
 
-def step_seconds(unet: torch.nn.Module, cached: int, batch: int, side: int, steps: int,
-                 warmup: int) -> list[float]:
-    """Seconds of each timed step that trains all but the encoder's first ``cached`` modules."""
+def run_modules(modules, start: int, x: torch.Tensor, returned: set[int],
+                features: list[torch.Tensor]) -> torch.Tensor:
+    """``x`` through ``modules`` (numbered from ``start``), the outputs of the ``returned``
+    ones appended to ``features``; the last output."""
+    for index, module in enumerate(modules, start=start):
+        x = module(x)
+        if index in returned:
+            features.append(x)
+    return x
+
+
+def step_seconds(unet: torch.nn.Module, returned: set[int], cached: int, batch: int, side: int,
+                 steps: int, warmup: int) -> list[float]:
+    """Seconds of each timed step that trains all but the encoder's first ``cached`` modules
+    (``returned``: :func:`returned_modules`)."""
     modules = unet.encoder.features
     image = torch.rand(batch, 3, side, side).to(memory_format=torch.channels_last)
-    returned = returned_modules(unet.encoder, image)
     label = (torch.rand(batch, 1, side, side) > 0.9).float()
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):  # computed once
-        kept, x = [image], image
-        for index, module in enumerate(modules[:cached]):
-            x = module(x)
-            if index in returned:
-                kept.append(x)
+        kept = [image]
+        x = run_modules(modules[:cached], 0, image, returned, kept)
     trained = [*modules[cached:].parameters(), *unet.decoder.parameters(),
                *unet.segmentation_head.parameters()]
     optimizer = torch.optim.AdamW(trained, lr=1e-3)
@@ -69,11 +77,8 @@ def step_seconds(unet: torch.nn.Module, cached: int, batch: int, side: int, step
     for _ in range(warmup + steps):
         began = time.perf_counter()
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            features, y = list(kept), x
-            for index, module in enumerate(modules[cached:], start=cached):
-                y = module(y)
-                if index in returned:
-                    features.append(y)
+            features = list(kept)
+            run_modules(modules[cached:], cached, x, returned, features)
             logits = unet.segmentation_head(unet.decoder(features))
         loss = F.binary_cross_entropy_with_logits(logits.float(), label)
         optimizer.zero_grad()
@@ -100,9 +105,12 @@ def main(argv: list[str] | None = None) -> None:
             if head == "half":
                 predict_at_half_resolution(unet)
             variants[head, cached] = (unet.to(memory_format=torch.channels_last).train(), [])
+    encoder = next(iter(variants.values()))[0].encoder  # the same in every variant
+    returned = returned_modules(encoder, torch.rand(1, 3, args.side, args.side))
     for _ in range(args.rounds):
         for (head, cached), (unet, seconds) in variants.items():
-            seconds += step_seconds(unet, cached, args.batch, args.side, args.steps, args.warmup)
+            seconds += step_seconds(unet, returned, cached, args.batch, args.side, args.steps,
+                                    args.warmup)
     rows = [{"head": head, "cached_modules": cached, "median_s": statistics.median(seconds),
              "min_s": min(seconds), "max_s": max(seconds), "steps": len(seconds)}
             for (head, cached), (_, seconds) in variants.items()]

@@ -221,9 +221,11 @@ def run_recipe(name: str, recipe: dict, args, prepared: dict) -> dict:
             model = start_model("synthetic", encoder, cfg.finetune_lr, cfg.finetune_steps,
                                 checkpoint)
             model.hparams.channels_last = recipe.get("channels_last")  # None: on a GPU only
-            windows = {"crop": recipe["crop"]} if "crop" in recipe else {}
-            datamodule = (PhotosInWindows if windows else PhotosOnDevice)(
-                photos, train, held_out, cfg.batch_size, cfg.finetune_steps, seed=seed, **windows)
+            batches = (photos, train, held_out, cfg.batch_size, cfg.finetune_steps)
+            if "crop" in recipe:
+                datamodule = PhotosInWindows(*batches, seed=seed, crop=recipe["crop"])
+            else:
+                datamodule = PhotosOnDevice(*batches, seed=seed)
             if recipe.get("half_head"):
                 predict_at_half_resolution(model.model)
             if recipe.get("freeze_encoder"):
