@@ -419,3 +419,17 @@ def test_committed_seeds_summary_follows_from_its_runs(filename):
         assert all(max(h["val_iou"] for h in run["history"]) < 0.83 for run in runs if not run["reached"])
         if reached:
             assert row["seconds_to_level"]["median"] == pytest.approx(np.median([run["seconds"] for run in reached]))
+
+
+def test_pretraining_scale_trains_on_every_set_and_validates_on_the_first(tmp_path):
+    from lab.pretraining_scale import pretraining_scale
+    from nailseg_common.predict import load_model
+    pretraining_scale.main(["--profile", "smoke", "--sets", "2", "--set-images", "12", "--steps",
+                            "2", "--batch", "4", "--side", "64", "--name", "tiny",
+                            "--out", str(tmp_path / "out")])
+    result = json.loads((tmp_path / "out" / "tiny.json").read_text())
+    assert result["generator_seeds"] == [0, 1] and result["steps"] == 2
+    assert result["training_images"] + result["valid_images"] * 2 == 2 * 12  # both sets' splits
+    assert 0 <= result["synthetic_valid_dice"] <= 1
+    model = load_model(tmp_path / "out" / "tiny.pt")  # as predict --checkpoint reads it
+    assert model(torch.zeros(1, 3, 64, 64, dtype=torch.uint8)).shape == (1, 1, 64, 64)
