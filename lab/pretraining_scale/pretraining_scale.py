@@ -3,13 +3,14 @@
     python -m lab.pretraining_scale.pretraining_scale --sets 5 --steps 3600 --out DIR
 
 Draws ``--sets`` sets of the generator's ``wide`` style (``--set-images`` each, generator
-seeds 0, 1, ...; the shipped model was trained on the first 2400-image one), prepares each as notebook 01 does,
-and trains the shipped model's U-Net (MobileNetV2 encoder) from random weights on all their
-training photos with notebook 06's trainer (``start_model``, ``PhotosOnDevice``,
-``fine_tune``: photos on the GPU, the course's Kornia augmentation, a cosine schedule,
-the final weights kept). Writes ``DIR/<name>.pt`` (half-precision weights that ``predict
---checkpoint`` takes) and ``DIR/<name>.json`` (hard Dice on the first set's validation
-photos, seconds, device, versions, date). Zero-shot on real photos:
+seeds 0, 1, ...; the shipped model was trained on the first 2400-image one), prepares each as
+notebook 01 does, and trains the shipped model's U-Net (MobileNetV2 encoder) from random
+weights on all their training photos with notebook 06's trainer (``start_model``,
+``PhotosOnDevice``, ``fine_tune``: photos on the GPU, the course's Kornia augmentation, a
+cosine schedule, the final weights kept; ``--seed``: weights, batches and augmentations).
+Writes ``DIR/<name>.pt`` (``save_weights`` in half precision, as ``predict --checkpoint`` and
+``tools/ship_model`` take them) and ``DIR/<name>.json`` (hard Dice on the first set's
+validation photos, seconds, device, versions, date). Zero-shot on real photos:
 ``lab.wide_pretraining.wide_pretraining``.
 """
 
@@ -30,7 +31,13 @@ from nailseg_common.setup.course import start
 from nailseg_common.setup.environment import device_description, library_versions
 from nailseg_common.setup.files import write_json
 from nailseg_common.setup.paths import data_dir
-from nailseg_common.training.finetune import PhotosOnDevice, fine_tune, predict_logits, start_model
+from nailseg_common.training.finetune import (
+    PhotosOnDevice,
+    fine_tune,
+    predict_logits,
+    save_weights,
+    start_model,
+)
 from nailseg_common.training.unet import per_image_dice
 
 
@@ -53,6 +60,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lr", type=float, default=7e-4)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--side", type=int, default=384)
+    parser.add_argument("--seed", type=int, default=0, help="training seed (not the generator's)")
     parser.add_argument("--profile", default="gpu")
     parser.add_argument("--prepare-only", action="store_true", help="draw and prepare, no training")
     parser.add_argument("--name", default="")
@@ -69,24 +77,20 @@ def main(argv: list[str] | None = None) -> None:
     images, labels = (torch.cat([part[kind] for part in [*train, valid]]).to(cfg.device)
                       for kind in (0, 1))
     count = sum(len(part[0]) for part in train)
-    name = args.name or f"sets{args.sets}_steps{args.steps}"
-    model = start_model("random", "mobilenet_v2", args.lr, args.steps)
+    name = args.name or f"sets{args.sets}_steps{args.steps}_seed{args.seed}"
+    model = start_model("random", "mobilenet_v2", args.lr, args.steps, seed=args.seed)
     datamodule = PhotosOnDevice(BatchSlices(images, labels), np.arange(count),
-                                np.arange(count, len(images)), args.batch, args.steps)
+                                np.arange(count, len(images)), args.batch, args.steps, args.seed)
     began = time.perf_counter()
-    fine_tune(model, datamodule, cfg, f"lab_pretraining_{name}")
+    fine_tune(model, datamodule, cfg, f"lab_pretraining_{name}", seed=args.seed)
     seconds = time.perf_counter() - began
     logits = predict_logits(model, images[count:], flips=False)
     dice = per_image_dice(logits, labels[count:].cpu())
-    args.out.mkdir(parents=True, exist_ok=True)
-    torch.save({"state_dict": {key: value.half() if value.is_floating_point() else value
-                               for key, value in model.cpu().state_dict().items()},
-                "hyper_parameters": {"encoder": "mobilenet_v2", "lr": args.lr,
-                                     "max_steps": args.steps}}, args.out / f"{name}.pt")
+    save_weights(model.cpu().half(), args.out / f"{name}.pt", args.side)  # as the shipped model
     write_json(args.out / f"{name}.json", {
         "sets": args.sets, "set_images": args.set_images, "training_images": count, "steps": args.steps, "lr": args.lr,
         "batch": args.batch, "side": args.side, "style": "wide",
-        "generator_seeds": list(range(args.sets)), "training_seconds": round(seconds, 1),
+        "generator_seeds": list(range(args.sets)), "seed": args.seed, "training_seconds": round(seconds, 1),
         "synthetic_valid_dice": round(float(dice.mean()), 4), "valid_images": len(dice),
         "device": device_description(), "versions": library_versions(),
         "date": datetime.date.today().isoformat()})
