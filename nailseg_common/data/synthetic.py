@@ -933,9 +933,9 @@ def _write_sample(staging: Path, seed: int, style: str, index: int) -> None:
     Image.fromarray(mask * np.uint8(255)).save(staging / "Masks" / name, compress_level=1)
 
 
-# A spawned process imports the package (torch with it) before it draws: about 8 s on a
-# 2-core CPU, where one process draws about 10 images a second. Below this many images per
-# process, starting processes costs more than it saves.
+# A spawned process imports the data layer (torch with it, not Lightning) before it draws:
+# about 3.5 s on a 2-core CPU, where one process draws about 10 images a second. Below this
+# many images per process, starting processes saves little or nothing.
 IMAGES_PER_PROCESS = 100
 
 

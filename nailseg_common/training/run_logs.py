@@ -36,7 +36,7 @@ from pytorch_lightning.loggers import CSVLogger
 from nailseg_common.measure.targets import Verdict, difference_spread, mean_spread
 from nailseg_common.setup.paths import runs_dir, shown
 from nailseg_common.setup.profiles import Profile
-from nailseg_common.setup.progress import ProgressLines, quiet_lightning
+from nailseg_common.training.progress_lines import ProgressLines, quiet_lightning
 from nailseg_common.training.unet import outline_levels
 
 
