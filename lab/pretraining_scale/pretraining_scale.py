@@ -25,12 +25,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from nailseg_common.data.preparation import ensure_prepared
 from nailseg_common.data.synthetic import ensure_synthetic_dataset
 from nailseg_common.pipelines.kornia_pipeline import BatchSlices, ensure_cache, load_cache
 from nailseg_common.setup.course import start
 from nailseg_common.setup.environment import device_description, library_versions
 from nailseg_common.setup.files import write_json
 from nailseg_common.setup.paths import data_dir
+from nailseg_common.setup.profiles import select_profile
 from nailseg_common.training.finetune import (
     PhotosOnDevice,
     fine_tune,
@@ -43,10 +45,11 @@ from nailseg_common.training.unet import per_image_dice
 
 def prepared_set(seed: int, images: int, profile: str, side: int):
     """The ``wide`` set of generator ``seed``, drawn, prepared (notebook 01's checks and
-    split) and cached at ``side``; returns the data location."""
+    split) and cached at ``side``; returns the data location. No environment report: the
+    main process's ``start`` gives it once."""
     root = ensure_synthetic_dataset(data_dir() / f"wide-{images}-seed{seed}", images,
                                     seed=seed, progress=False, style="wide")
-    data = start(profile, root, image_size=side)[1]
+    data = ensure_prepared(select_profile(profile, image_size=side), root, progress=False)
     ensure_cache(data, side)
     return data
 
@@ -88,9 +91,10 @@ def main(argv: list[str] | None = None) -> None:
     dice = per_image_dice(logits, labels[count:].cpu())
     save_weights(model.cpu().half(), args.out / f"{name}.pt", args.side)  # as the shipped model
     write_json(args.out / f"{name}.json", {
-        "sets": args.sets, "set_images": args.set_images, "training_images": count, "steps": args.steps, "lr": args.lr,
-        "batch": args.batch, "side": args.side, "style": "wide",
-        "generator_seeds": list(range(args.sets)), "seed": args.seed, "training_seconds": round(seconds, 1),
+        "sets": args.sets, "set_images": args.set_images, "training_images": count,
+        "steps": args.steps, "lr": args.lr, "batch": args.batch, "side": args.side,
+        "style": "wide", "generator_seeds": list(range(args.sets)), "seed": args.seed,
+        "training_seconds": round(seconds, 1),
         "synthetic_valid_dice": round(float(dice.mean()), 4), "valid_images": len(dice),
         "device": device_description(), "versions": library_versions(),
         "date": datetime.date.today().isoformat()})
