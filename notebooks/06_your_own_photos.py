@@ -314,7 +314,7 @@ print(f"{len(frame)} photos in {len(fold_sets)} folds (folds={folds}, at most on
 import pytorch_lightning as pl
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 
-from nailseg_common.pipelines.kornia_pipeline import KorniaAugmentation
+from nailseg_common.pipelines.kornia_pipeline import POLICY, KorniaAugmentation
 from nailseg_common.training.trainer import make_trainer
 
 
@@ -415,13 +415,13 @@ class KeepLearnedStatistics(pl.Callback):
 
 def fine_tune(model: LitNailSegmentation, datamodule: PhotosOnDevice, profile: Profile,
               run_name: str, seed: int = 0, validations: int = 4,
-              cuda_graphs: bool = True) -> pl.Trainer:
-    """Train ``model`` for ``datamodule.steps`` steps, Kornia augmenting on the device, the
-    U-Net replayed as CUDA graphs (``cuda_graphs``, on a GPU) and, if
-    ``profile.finetune_keep_statistics``, its BatchNorm statistics kept; ``validations``
+              cuda_graphs: bool = True, policy: dict = POLICY) -> pl.Trainer:
+    """Train ``model`` for ``datamodule.steps`` steps, Kornia augmenting on the device with
+    ``policy`` (``{}``: none), the U-Net replayed as CUDA graphs (``cuda_graphs``, on a GPU)
+    and, if ``profile.finetune_keep_statistics``, its BatchNorm statistics kept; ``validations``
     evenly spaced validations; the same ``seed``, the same batches and augmentations."""
     pl.seed_everything(seed, verbose=False)
-    model.gpu_augmentation = KorniaAugmentation(seed=seed)  # runs after the batch transfer
+    model.gpu_augmentation = KorniaAugmentation(policy, seed=seed)  # after the batch transfer
     steps, keep = datamodule.steps, profile.finetune_keep_statistics
     callbacks = [KeepLearnedStatistics()] if keep else []  # first: graphs capture eval layers
     trainer = make_trainer(profile, run_name, max_steps=steps, enable_checkpointing=False,

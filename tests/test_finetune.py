@@ -17,6 +17,7 @@ from nailseg_common.data import synthetic
 from nailseg_common.data.preparation import ensure_prepared, read_split
 from nailseg_common.data.synthetic import generate_synthetic_dataset, photos_or_standin
 from nailseg_common.pipelines.albumentations_pipeline import NailDataModule
+from nailseg_common.pipelines.kornia_pipeline import POLICY
 from nailseg_common.setup import environment
 from nailseg_common.setup.environment import advice_in_words, available_starts
 from nailseg_common.setup.profiles import select_profile
@@ -199,6 +200,17 @@ def test_the_same_seed_trains_the_same_weights_without_writing_checkpoints(train
     assert all(run.global_step == 2 for run in runs)
     assert all(run.checkpoint_callback is None for run in runs)
     assert not list(Path(runs[0].log_dir).rglob("*.ckpt"))
+    assert runs[0].lightning_module.gpu_augmentation.policy == POLICY  # the course's by default
+
+
+def test_an_empty_policy_trains_on_the_photos_as_they_are(trained):
+    _, photos_set = photos_on_device(trained.data, trained.profile)
+    model = start_model("random", ENCODER, 1e-3, 1)
+    fine_tune(model, PhotosOnDevice(photos_set, range(6), range(6, 8), 2, steps=1),
+              trained.profile, "06_no_augmentation", policy={})
+    images, labels = model.gpu_augmentation(photos_set.images[:2], photos_set.labels[:2])
+    assert torch.allclose(images, photos_set.images[:2].float() / 255)
+    assert torch.equal(labels, photos_set.labels[:2].float())
 
 
 def _batchnorm_statistics(model) -> dict[str, torch.Tensor]:

@@ -24,14 +24,15 @@ def test_ship_model_measures_a_candidate_and_writes_it_in_half_precision(tmp_pat
     out = tmp_path / "shipped"
     ship_model.main([str(SHIPPED_MODEL), "--ship", "0", "--profile", "smoke", "--photos", "10",
                      "--sizes", "64", "--seeds", "1", "--finetune-steps", "2",
-                     "--timing-steps", "2", "--out", str(out)])
+                     "--timing-steps", "2", "--trained-steps", "3600", "--out", str(out)])
     results = json.loads((out / "shipped_model.json").read_text())
     assert results["candidates"][0]["fine_tuned"][0]["steps"] == 2
     written = out / SHIPPED_MODEL.name
     provenance = json.loads(written.with_suffix(".json").read_text())
     assert provenance["encoder"] == "mobilenet_v2" and provenance["bytes"] == written.stat().st_size
     assert provenance["synthetic_set"] == {"generator_version": GENERATOR_VERSION, "style": "course",
-                                         "images": 48}
+                                         "images": 48, "generator_seeds": [0]}
+    assert provenance["trained_steps"] == 3600  # the weights file does not record them
     saved = torch.load(written, map_location="cpu", weights_only=True)["state_dict"]
     assert all(value.dtype == torch.float16 for value in saved.values() if value.is_floating_point())
     load_weights(LitNailSegmentation("mobilenet_v2"), written)  # loads back into float32

@@ -139,6 +139,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--num-images", type=int, default=None, help="images in the candidates' "
                         "training set (recorded); the course set of this size scores them "
                         "(default: the profile's)")
+    parser.add_argument("--sets", type=int, default=1, help="sets of --num-images the candidates "
+                        "trained on, generator seeds 0, 1, ... (recorded)")
+    parser.add_argument("--trained-steps", type=int, default=None, help="optimizer steps of the "
+                        "shipped candidate when its file does not record them (a weights file)")
     parser.add_argument("--style", default="course", choices=STYLES,
                         help="the synthetic style the candidates trained on (recorded)")
     parser.add_argument("--photos", type=int, default=50, help="stand-in photos (a fifth held out)")
@@ -157,6 +161,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.ship is not None and not (trained_steps(args.candidates[args.ship]) or args.trained_steps):
+        raise SystemExit(f"{args.candidates[args.ship]} does not record its training steps: pass "
+                         "--trained-steps.")
     args.out.mkdir(parents=True, exist_ok=True)
     profile = select_profile(args.profile, num_images=args.num_images)
     synthetic = ensure_prepared(profile)
@@ -174,6 +181,7 @@ def main(argv: list[str] | None = None) -> None:
                               for path in args.candidates]}
     if args.ship is not None:
         shipped = args.candidates[args.ship]
+        steps = trained_steps(shipped) or args.trained_steps
         encoder = results["candidates"][args.ship]["encoder"]
         random_cfg = dataclasses.replace(cfg, encoder=encoder)
         results["random_start"] = {"encoder": encoder, "fine_tuned": [
@@ -183,9 +191,11 @@ def main(argv: list[str] | None = None) -> None:
         results["shipped_long_run"] = timed_fine_tune("synthetic", shipped, standin, long_cfg,
                                                       seed=0)
         trained_on = {"generator_version": GENERATOR_VERSION, "style": args.style,
-                      "images": profile.num_images}
+                      "images": profile.num_images * args.sets,
+                      "generator_seeds": list(range(args.sets))}
         results["shipped"] = ship(shipped, args.out, cfg, synthetic,
-                                  {**about, "trained_by": trained_by, "synthetic_set": trained_on})
+                                  {**about, "trained_by": trained_by, "synthetic_set": trained_on,
+                                   "trained_steps": steps})
     write_json(args.out / "shipped_model.json", results, default=str)
     print(json.dumps(results, indent=1, default=str))
 

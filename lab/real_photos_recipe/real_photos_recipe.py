@@ -16,7 +16,6 @@ recipe, with the zero-shot score of the start at the same side, device, versions
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import datetime
 import gc
@@ -24,13 +23,12 @@ import json
 import re
 import time
 from pathlib import Path
-from unittest import mock
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from nailseg_common.pipelines.kornia_pipeline import KorniaAugmentation
+from nailseg_common.pipelines.kornia_pipeline import POLICY
 from nailseg_common.setup.course import start
 from nailseg_common.setup.environment import device_description, library_versions
 from nailseg_common.training.fast_training import predict_at_half_resolution
@@ -157,15 +155,6 @@ class PhotosInWindows(PhotosOnDevice):
                           batch_size=None)
 
 
-def augmentation(augment: bool):
-    """06's augmentation as it is, or (``augment`` False) the same module with no op in its
-    policy: images only converted to floats."""
-    if augment:
-        return contextlib.nullcontext()
-    return mock.patch("nailseg_common.training.finetune.KorniaAugmentation",
-                      lambda seed: KorniaAugmentation(policy={}, seed=seed))
-
-
 def hand_of(name: str) -> str:
     """The hand a photo ``<hand>_<n>`` (any folder, any suffix) shows."""
     return re.sub(r"_\d+$", "", Path(name).stem)
@@ -232,8 +221,8 @@ def run_recipe(name: str, recipe: dict, args, prepared: dict) -> dict:
                 model.model.encoder.requires_grad_(False)  # AdamW skips weights without gradients
             if recipe.get("freeze_modules"):  # a MobileNetV2 encoder's modules, in order
                 model.model.encoder.features[:recipe["freeze_modules"]].requires_grad_(False)
-            with augmentation(recipe.get("augment", True)):
-                fine_tune(model, datamodule, cfg, f"lab_{name}", seed=seed)
+            policy = POLICY if recipe.get("augment", True) else {}  # {}: floats only
+            fine_tune(model, datamodule, cfg, f"lab_{name}", seed=seed, policy=policy)
             for flips, held_out_logits in logits.items():
                 held_out_logits[held_out] = predict_logits(model, photos.images[held_out],
                                                               flips=flips)
