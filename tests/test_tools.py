@@ -38,6 +38,13 @@ def test_ship_model_measures_a_candidate_and_writes_it_in_half_precision(tmp_pat
     load_weights(LitNailSegmentation("mobilenet_v2"), written)  # loads back into float32
 
 
+def test_ship_model_refuses_a_weights_file_without_its_steps_before_measuring(tmp_path):
+    with pytest.raises(SystemExit, match="--trained-steps"):
+        ship_model.main([str(SHIPPED_MODEL), "--ship", "0", "--profile", "smoke",
+                         "--out", str(tmp_path / "shipped")])
+    assert not (tmp_path / "shipped").exists()
+
+
 def seed_run(seed, seconds=None, best_iou=0.86):
     """A run whose history reaches 0.85 at ``seconds`` (never, when None), after a validation
     below it."""

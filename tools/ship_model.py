@@ -112,7 +112,7 @@ def candidate(checkpoint: Path, synthetic: DataLocation, standin: DataLocation, 
 def ship(checkpoint: Path, out: Path, cfg: Profile, synthetic: DataLocation,
          provenance: dict) -> dict:
     """``checkpoint`` written in half precision to ``out``, scored again as written, with its
-    provenance beside it; returns the provenance."""
+    provenance (``trained_steps`` among it) beside it; returns the provenance."""
     hyper_parameters = checkpoint_hparams(checkpoint)
     encoder = hyper_parameters["encoder"]
     model = load_weights(LitNailSegmentation(encoder), checkpoint).half()
@@ -122,7 +122,6 @@ def ship(checkpoint: Path, out: Path, cfg: Profile, synthetic: DataLocation,
                   "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "encoder": encoder,
                   "image_size": cfg.image_size, "stored_as": "float16 weights",
                   "source_checkpoint": checkpoint.name,
-                  "trained_steps": trained_steps(checkpoint),
                   "hyper_parameters": hyper_parameters, **provenance,
                   "synthetic_valid": mean_scores(as_written, synthetic, cfg.image_size,
                                                  cfg.device)}
@@ -161,9 +160,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    if args.ship is not None and not (trained_steps(args.candidates[args.ship]) or args.trained_steps):
-        raise SystemExit(f"{args.candidates[args.ship]} does not record its training steps: pass "
-                         "--trained-steps.")
+    if args.ship is not None:  # checked before anything is measured
+        shipped = args.candidates[args.ship]
+        steps = trained_steps(shipped) or args.trained_steps
+        if not steps:
+            raise SystemExit(f"{shipped} does not record its training steps: pass --trained-steps.")
     args.out.mkdir(parents=True, exist_ok=True)
     profile = select_profile(args.profile, num_images=args.num_images)
     synthetic = ensure_prepared(profile)
@@ -180,8 +181,6 @@ def main(argv: list[str] | None = None) -> None:
                "candidates": [candidate(path, synthetic, standin, cfg, sizes, seeds)
                               for path in args.candidates]}
     if args.ship is not None:
-        shipped = args.candidates[args.ship]
-        steps = trained_steps(shipped) or args.trained_steps
         encoder = results["candidates"][args.ship]["encoder"]
         random_cfg = dataclasses.replace(cfg, encoder=encoder)
         results["random_start"] = {"encoder": encoder, "fine_tuned": [
