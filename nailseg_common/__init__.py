@@ -1,16 +1,20 @@
 """Helper package of the nail-segmentation course on fast input pipelines.
 
-The notebooks import from here and only teach and show. Its layers, each a subpackage:
+The notebooks import from here and only teach and show. Its layers, each importing only from
+itself and the layers before it in :data:`LAYERS` (``tests/test_layers.py`` checks):
 
-- ``setup``: profiles, paths, the one ``start()`` of a notebook, the environment, files, progress;
+- ``core``: the ground: the one error, the clock, statistics, files;
+- ``setup``: profiles, paths, the environment, DALI's availability, progress;
 - ``data``: the synthetic set and your photos, images and masks, preparation, the split;
 - ``pipelines``: the augmentation policy and its Albumentations, Kornia and DALI pipelines;
-- ``training``: the U-Net, its trainer and logs, the fast recipe, fine-tuning, two GPUs;
-- ``measure``: timing, the benchmark, profiling, the plots.
-
-On top, the commands a user runs: ``python -m nailseg_common.predict`` and
-``python -m nailseg_common.train``.
+- ``training``: the U-Net, its trainer and logs, checkpoints, the fast recipe, fine-tuning,
+  several GPUs;
+- ``measure``: timing, the benchmark, profiling, the plots and what notebooks 06 and 08 report;
+- ``course``: the one ``start()`` of a notebook;
+- ``commands``: what a user runs: ``nailseg-predict``, ``nailseg-finetune``, ``nailseg-train``.
 """
+
+LAYERS = ("core", "setup", "data", "pipelines", "training", "measure", "course", "commands")
 
 import os
 import warnings

@@ -55,8 +55,9 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
+from nailseg_common.core.errors import DataError
 from nailseg_common.data import preparation, synthetic
-from nailseg_common.data.images import MASK_THRESHOLD, DataError, read_binary_mask
+from nailseg_common.data.images import MASK_THRESHOLD, read_binary_mask
 from nailseg_common.measure import plots
 
 # %% tags=["parameters"]
@@ -66,7 +67,7 @@ num_images = None  # size of the synthetic set (None: the profile's value; ignor
 seed = 0           # seed of the train/valid split
 
 # %%
-from nailseg_common.setup.course import start
+from nailseg_common.course import start
 
 cfg, data = start(profile, data_root, num_images=num_images, seed=seed)
 
@@ -227,7 +228,7 @@ with tempfile.TemporaryDirectory() as tmp:
 #| export data.split: the split of the prepared pairs into training and validation, stratified by type
 import numpy as np
 
-from nailseg_common.data.images import DataError
+from nailseg_common.core.errors import DataError
 
 
 def type_order(kind: str) -> tuple[int, int | str]:

@@ -72,7 +72,7 @@ max_valid_batches = None
 val_every_n_epochs = None  # validate (and checkpoint) every n epochs
 
 # %%
-from nailseg_common.setup.course import start
+from nailseg_common.course import start
 
 cfg, data = start(profile, data_root, num_images=num_images, image_size=image_size, lr=lr,
                   batch_size=batch_size, max_steps=max_steps, encoder=encoder, precision=precision,
@@ -98,7 +98,8 @@ train_frame = read_split(data, "train")  # the training images, for the examples
 # The policy is written down once, as a table, and every pipeline of the course builds it
 # from there: Albumentations here, Kornia in notebook 03, DALI in notebook 04. Each row is
 # one op with its probability and its parameters (pixel values in [0, 1] where a range says
-# so). Geometric ops move image and mask together; photometric ops touch only the image.
+# so; `to_unit_float` brings a pipeline's uint8 images there). Geometric ops move image and
+# mask together; photometric ops touch only the image.
 # Images are always resized to the profile's size first. `policy_table`, display plumbing
 # from `nailseg_common.pipelines.gallery`, shows the table. (Cells that start with
 # `#| export` are also written into the `nailseg_common` package by `make export`, so later
@@ -107,6 +108,8 @@ train_frame = read_split(data, "train")  # the training images, for the examples
 # %%
 #| export pipelines.policy: the augmentation policy every pipeline draws from
 from dataclasses import dataclass
+
+import torch
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,11 @@ POLICY: dict[str, PolicyOp] = {op.op: op for op in (
     PolicyOp("gaussian_noise", 0.3, {"std": (0.01, 0.05)}, geometric=False),
     PolicyOp("gaussian_blur", 0.2, {"kernel": 5, "sigma": (0.1, 1.5)}, geometric=False),
 )}
+
+
+def to_unit_float(image: torch.Tensor) -> torch.Tensor:
+    """uint8 0..255 -> float32 0..1; float images pass through as float32."""
+    return image.float() / 255.0 if image.dtype == torch.uint8 else image.float()
 
 
 # %%
@@ -357,11 +365,6 @@ def create_model(encoder: str = "resnet34", encoder_weights: str | None = None) 
     """An ``smp.Unet`` with one output channel (logits), from random weights by default."""
     with offline_hint(encoder, encoder_weights):  # a clear error when the download fails
         return smp.Unet(encoder_name=encoder, encoder_weights=encoder_weights, in_channels=3, classes=1)
-
-
-def to_unit_float(image: torch.Tensor) -> torch.Tensor:
-    """uint8 0..255 -> float32 0..1; float images pass through as float32."""
-    return image.float() / 255.0 if image.dtype == torch.uint8 else image.float()
 
 
 # %% [markdown]
@@ -633,7 +636,7 @@ def make_trainer(profile: Profile, run_name: str, **overrides) -> pl.Trainer:
 #| export training.trainer
 from pytorch_lightning.callbacks import Callback
 
-from nailseg_common.measure.profiling import synchronized_now
+from nailseg_common.core.clock import synchronized_now
 
 
 class TrainingSpeed(run_logs.EpochRates, Callback):

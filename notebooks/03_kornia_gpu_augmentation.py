@@ -61,7 +61,7 @@ from IPython.display import display
 
 from nailseg_common.measure import plots
 from nailseg_common.measure.benchmark import load_results, results_label, shares_table
-from nailseg_common.measure.targets import Verdict, mean_spread
+from nailseg_common.core.statistics import Verdict, mean_spread
 from nailseg_common.pipelines.albumentations_pipeline import NailDataModule
 from nailseg_common.pipelines.gallery import gallery_panels, policy_table
 from nailseg_common.training import run_logs
@@ -87,7 +87,7 @@ bench_steps = None      # training batches per timed epoch in the gap measuremen
 bench_repeats = None    # timed epochs per measurement (after one warm-up epoch)
 
 # %%
-from nailseg_common.setup.course import start
+from nailseg_common.course import start
 
 cfg, data = start(profile, data_root, num_images=num_images, image_size=image_size,
                   batch_size=batch_size, max_steps=max_steps, encoder=encoder, lr=lr,
@@ -276,7 +276,7 @@ def _fused_photometric(image, policy, u, generator):
 #| export pipelines.kornia_pipeline
 from torch import nn
 
-from nailseg_common.training.unet import to_unit_float
+from nailseg_common.pipelines.policy import to_unit_float
 
 IMPLEMENTATIONS = ("fused", "sequential")
 
@@ -345,7 +345,7 @@ print(inspect.getsource(LitNailSegmentation.on_after_batch_transfer))
 # epoch, so they are done once:
 # every image and mask is resized with the baseline's validation transform and stored as one
 # contiguous uint8 array per split (`N×3×S×S` and `N×1×S×S`) under the prepared folder.
-# `nailseg_common.setup.files` keeps that folder honest: it builds it under a lock in a
+# `nailseg_common.core.files` keeps that folder honest: it builds it under a lock in a
 # temporary folder renamed into place, and rebuilds it when the manifest (the source files,
 # and a size and digest of every written file) no longer matches.
 
@@ -357,9 +357,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from nailseg_common.core.files import build_once
 from nailseg_common.data.preparation import read_split
 from nailseg_common.pipelines.albumentations_pipeline import valid_transform
-from nailseg_common.setup.files import build_once
 from nailseg_common.setup.paths import DataLocation
 
 SPLITS = ("train", "valid")

@@ -65,7 +65,7 @@ from IPython.display import display
 from nailseg_common.data.preparation import read_split
 from nailseg_common.measure import benchmark, plots
 from nailseg_common.pipelines.gallery import fingerprints, policy_table
-from nailseg_common.setup.environment import where_dali_runs
+from nailseg_common.setup.dali import where_dali_runs
 from nailseg_common.training import run_logs
 from nailseg_common.training.trainer import TrainingSpeed, bound_images_per_second, make_trainer
 from nailseg_common.training.unet import LitNailSegmentation, per_image_dice
@@ -87,7 +87,7 @@ val_every_n_epochs = None  # validate (and checkpoint) every n epochs
 bench_steps = None      # steps per epoch of the bound measurement (five epochs)
 
 # %%
-from nailseg_common.setup.course import start
+from nailseg_common.course import start
 
 cfg, data = start(profile, data_root, num_images=num_images, image_size=image_size, lr=lr,
                   batch_size=batch_size, max_steps=max_steps, encoder=encoder, precision=precision,
@@ -106,7 +106,7 @@ cfg, data = start(profile, data_root, num_images=num_images, image_size=image_si
 
 # %%
 #| export pipelines.dali_pipeline: the DALI pipeline that decodes and augments on the GPU, and its DataModule
-from nailseg_common.setup.environment import (
+from nailseg_common.setup.dali import (
     DALIGenericIterator,
     LastBatchPolicy,
     default_num_threads,
@@ -124,7 +124,7 @@ def dali_device(profile: Profile) -> str:
 
 
 # %%
-from nailseg_common.setup.environment import dali_available
+from nailseg_common.setup.dali import dali_available
 
 HAVE_DALI = dali_available()
 device = dali_device(cfg)

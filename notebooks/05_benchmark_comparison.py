@@ -65,6 +65,7 @@ import pandas as pd
 import torch
 from IPython.display import display
 
+from nailseg_common.core.clock import synchronized_now
 from nailseg_common.measure.benchmark import (
     default_pipelines,
     describe_bound,
@@ -81,8 +82,8 @@ from nailseg_common.measure.plots import (
     plot_ratio_to_bound,
     plot_worker_scaling,
 )
-from nailseg_common.measure.profiling import synchronized_now
-from nailseg_common.setup.environment import dali_status, library_versions
+from nailseg_common.setup.dali import dali_status
+from nailseg_common.setup.environment import library_versions
 from nailseg_common.setup.paths import REPO_ROOT
 
 # %% tags=["parameters"]
@@ -104,7 +105,7 @@ workers = None        # Albumentations worker counts, e.g. [2, 4]; None: num_wor
 reference = "results/benchmark_h100.json"  # committed GPU results, relative to the repository
 
 # %%
-from nailseg_common.setup.course import start
+from nailseg_common.course import start
 
 cfg, data = start(profile, data_root, num_images=num_images, image_size=image_size,
                   batch_size=batch_size, encoder=encoder, lr=lr, num_workers=num_workers,
@@ -172,7 +173,8 @@ import statistics  # the timing module's imports, for the cells below too
 import psutil
 import torch
 
-from nailseg_common.measure.profiling import UtilisationSampler, cpu_busy_percent, synchronized_now
+from nailseg_common.core.clock import synchronized_now
+from nailseg_common.measure.profiling import UtilisationSampler, cpu_busy_percent
 
 
 def summarize(rates: list[float]) -> dict:
@@ -530,7 +532,7 @@ plt.show()
 # ## Share of the bound, and the targets
 #
 # The same training rates divided by the bound, with whiskers for the spread of each ratio
-# (`ratio_spread` of `nailseg_common.measure.targets`: the half-ranges of the pipeline's
+# (`ratio_spread` of `nailseg_common.core.statistics`: the half-ranges of the pipeline's
 # windows and of the bound's windows, relative to their medians, combined). The grey band
 # around 1 is the bound's own spread. A pipeline measured above 1 by less than its spread
 # does not beat the bound, which is the step with an input pipeline that costs nothing: it

@@ -65,11 +65,15 @@ import dataclasses
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from nailseg_common import predict
+from nailseg_common.commands import predict
+from nailseg_common.core.statistics import Verdict, mean_spread
 from nailseg_common.data.synthetic import photos_or_standin
 from nailseg_common.measure import plots
-from nailseg_common.measure.targets import Verdict, finetune_gain_in_words, mean_spread
-from nailseg_common.setup import environment
+from nailseg_common.measure.own_photos_report import (
+    advice_in_words,
+    available_starts,
+    finetune_gain_in_words,
+)
 from nailseg_common.setup.paths import shown
 from nailseg_common.setup.profiles import select_profile
 
@@ -107,7 +111,7 @@ max_valid_batches = None  # cap of each validation
 # the course's model was trained at 384 px and loses much of its skill far below that.
 
 # %%
-from nailseg_common.setup.course import start
+from nailseg_common.course import start
 
 photos = photos_or_standin(profile, data_root, standin_images)
 side = image_size or select_profile(profile, accelerator=accelerator).finetune_image_size
@@ -133,11 +137,11 @@ cfg, data = start(profile, photos, image_size=side, batch_size=batch_size,
 # hyperparameters, so `checkpoint_hparams` tells which encoder the weights belong to,
 # without building a model. These helpers live in `nailseg_common.training.run_logs`, beside
 # the other readers of what a run leaves; the code this notebook teaches starts below, in
-# cells that start with `#| export training.finetune`, which `make export` writes into
-# `nailseg_common.training.finetune`.
+# cells that start with `#| export training.fine_tuning`, which `make export` writes into
+# `nailseg_common.training.fine_tuning`.
 
 # %%
-#| export training.finetune: fine-tuning on your own photos, the starts compared by cross-validation, the weights kept
+#| export training.fine_tuning: fine-tuning on your own photos, the starts compared by cross-validation, the weights kept
 import math
 from pathlib import Path
 
@@ -175,16 +179,17 @@ else:
 #
 # The module is notebook 02's `LitNailSegmentation` with AdamW's fused kernel (notebook 07's
 # `FastNailSegmentation`). Every start draws its random initialisation from the same seed.
-# `available_starts` (in `nailseg_common.setup.environment`) lists the starts this machine
+# `available_starts` (in `nailseg_common.measure.own_photos_report`) lists the starts this machine
 # can run: the synthetic one needs a checkpoint, the ImageNet one its weights, which it
 # tries to fetch once (the docstring of `start_model` says how it handles an offline machine
 # and the first step of depthwise convolutions on a GPU).
 
 # %%
-#| export training.finetune
+#| export training.fine_tuning
 import contextlib
 
-from nailseg_common.setup.environment import cache_only_when_offline, run_depthwise_as
+from nailseg_common.setup.environment import cache_only_when_offline
+from nailseg_common.training.depthwise import run_depthwise_as
 from nailseg_common.training.fast_training import FastNailSegmentation
 from nailseg_common.training.unet import LitNailSegmentation
 
@@ -233,8 +238,7 @@ def make_start(start_name: str) -> LitNailSegmentation:
                        synthetic_checkpoint)
 
 
-available, skipped = environment.available_starts(STARTS, make_start, synthetic_checkpoint,
-                                                  try_imagenet)
+available, skipped = available_starts(STARTS, make_start, synthetic_checkpoint, try_imagenet)
 print(f"starts to fine-tune: {', '.join(available)} (U-Net with a {cfg.encoder} encoder);",
       "skipped:", skipped or "none")
 
@@ -249,11 +253,12 @@ print(f"starts to fine-tune: {', '.join(available)} (U-Net with a {cfg.encoder} 
 # notebook 03's uint8 cache, already resized; a fold is then two lists of indices.
 
 # %%
-#| export training.finetune
+#| export training.fine_tuning
 import numpy as np
 import pandas as pd
 
-from nailseg_common.data.preparation import DataError, read_split
+from nailseg_common.core.errors import DataError
+from nailseg_common.data.preparation import read_split
 from nailseg_common.pipelines.kornia_pipeline import SPLITS, BatchSlices, load_cache
 from nailseg_common.setup.paths import DataLocation
 
@@ -310,7 +315,7 @@ print(f"{len(frame)} photos in {len(fold_sets)} folds (folds={folds}, at most on
 #   on runs this short the search costs more than the kernels it finds save.
 
 # %%
-#| export training.finetune
+#| export training.fine_tuning
 import pytorch_lightning as pl
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 
@@ -359,7 +364,7 @@ class PhotosOnDevice(pl.LightningDataModule):
 # to capture and nothing changes.
 
 # %%
-#| export training.finetune
+#| export training.fine_tuning
 class GraphedUNet(pl.Callback):
     """On a GPU, the U-Net's training forward and backward as two CUDA graphs captured at the
     first batch (``torch.cuda.make_graphed_callables``); training batches keep its shape."""
@@ -395,7 +400,7 @@ class GraphedUNet(pl.Callback):
 # measures both ways on your photos.
 
 # %%
-#| export training.finetune
+#| export training.fine_tuning
 from torch import nn
 
 
@@ -449,7 +454,7 @@ def fine_tune(model: LitNailSegmentation, datamodule: PhotosOnDevice, profile: P
 # `gpu` recipe and 0.010 to its `cpu` one.
 
 # %%
-#| export training.finetune
+#| export training.fine_tuning
 from nailseg_common.training.unet import per_image_dice, per_image_iou
 
 
@@ -497,7 +502,7 @@ if synthetic_checkpoint is not None:
 # learning curve below.
 
 # %%
-#| export training.finetune
+#| export training.fine_tuning
 import time
 from collections.abc import Callable
 from typing import NamedTuple
@@ -570,7 +575,7 @@ per_photo.round(3)
 # is), the standard error of that gain, and on how many photos the best one wins.
 
 # %%
-#| export training.finetune
+#| export training.fine_tuning
 def compare_starts(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per start (``{start: score_photos table}``), best mean hard Dice first: the
     mean ``hard Dice`` and its standard error ``± SE``, the mean ``IoU``, the worst photo's
@@ -614,9 +619,9 @@ compare_starts(tables).round(3)
 # The zero-shot row is the synthetic start as it is; the `synthetic` row is the same weights
 # fine-tuned. Their difference photo by photo is what fine-tuning gains, and its spread
 # (twice the standard error of the mean paired gain) is how much the choice of photos alone
-# could move it. `Verdict` (in `nailseg_common.measure.targets`) judges the gain against no
+# could move it. `Verdict` (in `nailseg_common.core.statistics`) judges the gain against no
 # gain at all: met, missed or within noise; `finetune_gain_in_words` (in
-# `nailseg_common.measure.targets`) says what the outcome means and what to try.
+# `nailseg_common.core.statistics`) says what the outcome means and what to try.
 
 # %%
 if {"synthetic", ZERO_SHOT} <= tables.keys():
@@ -673,11 +678,11 @@ plt.show()
 # The advice below is computed from this run's numbers: the paired gain of the best start
 # over the runner-up, with its standard error and the number of photos. A gain counts as
 # clear when it is more than twice its standard error; with a few photos that is a high
-# bar, and it should be. (`advice_in_words`, in `nailseg_common.setup.environment`, puts the advice
-# in words.)
+# bar, and it should be. (`advice_in_words`, in `nailseg_common.measure.own_photos_report`,
+# puts the advice in words.)
 
 # %%
-print("\n".join(environment.advice_in_words(advice, tables, ZERO_SHOT)))
+print("\n".join(advice_in_words(advice, tables, ZERO_SHOT)))
 print(f"skipped: {', '.join(skipped) or 'none'}; the scores are at {cfg.image_size} px after "
       f"{cfg.finetune_steps} steps, {len(fold_sets)} folds")
 
@@ -707,10 +712,10 @@ print(f"skipped: {', '.join(skipped) or 'none'}; the scores are at {cfg.image_si
 # it was trained at; the zero-shot row needs nothing written, it *is* the checkpoint.
 
 # %%
-#| export training.finetune
+#| export training.fine_tuning
 def save_weights(model: LitNailSegmentation, path: str | Path, image_size: int) -> Path:
     """``model``'s weights as :func:`load_weights` reads them, with the ``image_size`` it was
-    trained at (``nailseg_common.predict`` reads it); returns ``path``."""
+    trained at (``nailseg_common.commands.predict`` reads it); returns ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"hyper_parameters": dict(model.hparams), "state_dict": model.state_dict(),
@@ -721,7 +726,7 @@ def save_weights(model: LitNailSegmentation, path: str | Path, image_size: int) 
 # %% [markdown]
 # Then one command gives masks for a folder of photos:
 #
-#     python -m nailseg_common.predict IMAGES OUT --checkpoint MODEL
+#     python -m nailseg_common.commands.predict IMAGES OUT --checkpoint MODEL
 #
 # For every JPEG or PNG under `IMAGES` (in subfolders too) it writes, at the same relative
 # path under `OUT`, `<stem>.png`, the mask (0 or 255) at the size a photo viewer shows the
@@ -732,7 +737,7 @@ def save_weights(model: LitNailSegmentation, path: str | Path, image_size: int) 
 # the same arguments (`predict.main`, which returns the command's exit status).
 #
 # The model to keep for your photos is trained on all of them. One command does that with
-# this notebook's recipe, from the same synthetic start: `python -m nailseg_common.finetune
+# this notebook's recipe, from the same synthetic start: `python -m nailseg_common.commands.fine_tune
 # PHOTOS_ROOT OUT` cross-validates the recipe, prints the scores and the gain over the start
 # as it is, and writes `OUT/model.pt` for `predict --checkpoint`.
 
@@ -773,8 +778,8 @@ plt.show()
 # - k-fold cross-validation scores every photo once, by a model that never saw it: a mean
 #   with its standard error per start, and a paired gain with its own that says whether one
 #   start really beats another. The learning curve says whether more photos would help.
-# - `save_weights` and `python -m nailseg_common.predict` turn the chosen model into masks
-#   and overlays for any folder of photos; `python -m nailseg_common.finetune` trains the
+# - `save_weights` and `python -m nailseg_common.commands.predict` turn the chosen model into masks
+#   and overlays for any folder of photos; `python -m nailseg_common.commands.fine_tune` trains the
 #   model to keep on all your photos.
 #
 # ## Exercises
@@ -792,5 +797,5 @@ plt.show()
 # 5. Score the zero-shot checkpoint at a larger `image_size` than it was trained at. Does a
 #    model trained at one size transfer to another?
 # 6. Photograph a few nails of your own, put the photos in a folder and run
-#    `python -m nailseg_common.predict FOLDER masks --checkpoint` with the model this
+#    `python -m nailseg_common.commands.predict FOLDER masks --checkpoint` with the model this
 #    notebook saved. Where do the overlays go wrong: light, skin, polish, background?

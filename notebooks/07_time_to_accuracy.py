@@ -85,9 +85,10 @@ from nailseg_common.measure import plots
 from nailseg_common.measure.benchmark import (default_pipelines, load_results, pipeline_rates, profile_step,
                                               reuse, train_loader_of, training_datamodule)
 from nailseg_common.measure.profiling import matmul_peak_tflops
-from nailseg_common.measure.targets import Verdict, ratio_spread
+from nailseg_common.core.statistics import Verdict, ratio_spread
 from nailseg_common.measure.timing import measure_training, resident_batches
-from nailseg_common.setup.environment import dali_status, datasheet_tflops
+from nailseg_common.setup.dali import dali_status
+from nailseg_common.setup.environment import datasheet_tflops
 from nailseg_common.setup.paths import REPO_ROOT
 
 # %% tags=["parameters"]
@@ -120,7 +121,7 @@ seed_results = "results/time_to_accuracy_h100.json"  # this recipe over seeds, a
 iou_levels = [0.75, 0.80, 0.82]  # levels of IoU the seeds are timed to (and the file's own)
 
 # %%
-from nailseg_common.setup.course import start
+from nailseg_common.course import start
 
 cfg, data = start(profile, data_root, num_images=num_images, image_size=image_size,
                   encoder=encoder, precision=precision, accelerator=accelerator,
@@ -524,7 +525,7 @@ steps.round(3)
 #
 # What the changes bought, in one number: the faster step's images per second over 02's
 # eager step, both measured above in this run, on this machine, with the spread of their
-# windows (`ratio_spread`, from `nailseg_common.measure.targets`). More than 1 by more than
+# windows (`ratio_spread`, from `nailseg_common.core.statistics`). More than 1 by more than
 # the spread means the changes made the step faster here.
 
 # %%

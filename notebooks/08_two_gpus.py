@@ -49,7 +49,7 @@
 # 4. **time to accuracy** on two GPUs, against one: seconds to notebook 07's IoU level.
 #
 # DDP does not run inside a Jupyter kernel together with DALI (more on that below), so the
-# training is a script, `python -m nailseg_common.train`, that this notebook launches, and
+# training is a script, `python -m nailseg_common.commands.train`, that this notebook launches, and
 # that works as well from a terminal, outside the course.
 #
 # ## What you'll learn
@@ -75,11 +75,11 @@ import math
 
 import torch
 
+from nailseg_common.commands.train import launch_training
 from nailseg_common.data.preparation import read_split
 from nailseg_common.measure import plots
-from nailseg_common.setup.environment import dali_status
+from nailseg_common.setup.dali import dali_status
 from nailseg_common.setup.paths import REPO_ROOT, runs_dir, shown
-from nailseg_common.train import launch_training
 from nailseg_common.training.arguments import plan_options, script_options
 from nailseg_common.training.fast_training import common_level
 
@@ -108,7 +108,7 @@ reference = "results/two_gpus_h200x2.json"  # the committed results of a run on 
 recipes = "results/two_gpus_recipes_h200x2.json"  # the two-GPU recipes tried before it
 
 # %%
-from nailseg_common.setup.course import start
+from nailseg_common.course import start
 
 cfg, data = start(profile, data_root, num_images=num_images, image_size=image_size,
                   encoder=encoder, precision=precision, accelerator=accelerator,
@@ -141,11 +141,11 @@ print(f"{n_devices} device(s) for the multi-device runs: "
 # and the notebook launches it like a terminal would:
 #
 # ```
-# python -m nailseg_common.train --devices 2 --batch-size B --lr LR --record-samples
+# python -m nailseg_common.commands.train --devices 2 --batch-size B --lr LR --record-samples
 # ```
 #
 # Lightning's launcher does the rest. The command starts **rank 0**; when it reaches
-# `trainer.fit`, rank 0 starts `python -m nailseg_common.train` again with the same
+# `trainer.fit`, rank 0 starts `python -m nailseg_common.commands.train` again with the same
 # arguments, once per further GPU, with `LOCAL_RANK=1` (and so on) in its environment. So
 # everything before `trainer.fit` runs in every process: each one parses the arguments,
 # picks its GPU (`torch.cuda.set_device(LOCAL_RANK)`), builds and compiles its model,
@@ -154,7 +154,7 @@ print(f"{n_devices} device(s) for the multi-device runs: "
 #
 # The script's training code is below, in full; `make export` writes it into
 # `nailseg_common.training.multi_gpu`, and `nailseg_common/train.py` is the three lines that make
-# `python -m nailseg_common.train` call its `main`.
+# `python -m nailseg_common.commands.train` call its `main`.
 #
 # ### Shards, and what DROP leaves out
 #
@@ -179,7 +179,7 @@ print(f"{n_devices} device(s) for the multi-device runs: "
 # `tests/test_multi_gpu.py` and run on every epoch of the real run.
 
 # %%
-#| export training.multi_gpu: training on one GPU or several with DDP, behind `python -m nailseg_common.train`
+#| export training.multi_gpu: training on one GPU or several with DDP, behind `python -m nailseg_common.commands.train`
 import collections
 import os
 import warnings
@@ -255,8 +255,8 @@ from pathlib import Path
 import torch
 from pytorch_lightning.callbacks import Callback
 
+from nailseg_common.core.files import write_json
 from nailseg_common.pipelines.dali_pipeline import sample_names
-from nailseg_common.setup.files import write_json
 
 
 class SampleLedger(Callback):
@@ -329,7 +329,7 @@ import contextlib
 
 from torch.profiler import ProfilerActivity, profile, schedule
 
-from nailseg_common.measure.profiling import synchronized_now
+from nailseg_common.core.clock import synchronized_now
 
 
 def covered_ms(intervals: list[tuple[float, float]]) -> float:
@@ -535,7 +535,7 @@ def validate(args: argparse.Namespace, profile: Profile, location: DataLocation)
 # %%
 #| export training.multi_gpu
 def main(argv: list[str] | None = None) -> dict | None:
-    """``python -m nailseg_common.train``: train (or ``--validate``); rank 0 returns the results."""
+    """``python -m nailseg_common.commands.train``: train (or ``--validate``); rank 0 returns the results."""
     args, profile = parse_args(argv)
     set_matmul_precision(profile)  # TF32 on a GPU, for this process (as `start` in a notebook)
     # notebook 02's module logs these per rank (no sync_dist): the script reports the synced
@@ -585,7 +585,7 @@ for name, plan in plans.items():
 pd.DataFrame.from_dict(rows, orient="index")
 
 # %% [markdown]
-# `launch_training` (in `nailseg_common.train`) runs the script as a terminal would: the
+# `launch_training` (in `nailseg_common.commands.train`) runs the script as a terminal would: the
 # notebook's Python, the repository as the working folder, the output captured; a failed
 # run raises with the end of its output, where the reason is. `script_options` and
 # `plan_options` (in `nailseg_common.training.arguments`) write the settings above as the
@@ -711,6 +711,6 @@ plots.recipes_table(REPO_ROOT / recipes, level)
 # 4. Use `SyncBatchNorm` (`Trainer(sync_batchnorm=True)` through `make_trainer`'s
 #    overrides): batch norm then sees the global batch. What does it cost per step, and
 #    does the time to accuracy change?
-# 5. Launch the script with `torchrun --nproc_per_node 2 -m nailseg_common.train
+# 5. Launch the script with `torchrun --nproc_per_node 2 -m nailseg_common.commands.train
 #    --devices 2 ...` instead: Lightning sees the processes started for it. What changes in
 #    what runs before `fit`?

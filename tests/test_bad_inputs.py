@@ -17,7 +17,7 @@ import pytest
 from PIL import Image
 from test_preparation import _image, _leftovers, _mask, write_pair
 
-from nailseg_common.data.images import DataError
+from nailseg_common.core.errors import DataError
 from nailseg_common.data.preparation import (
     dataset_table,
     ensure_prepared,
@@ -332,7 +332,7 @@ def test_a_set_of_large_nails_is_prepared(tmp_path):
 
 
 def test_notebook_06_lowers_its_folds_to_the_photos_and_refuses_fewer_than_two():
-    from nailseg_common.training.finetune import k_folds
+    from nailseg_common.training.fine_tuning import k_folds
 
     cell = (Path(__file__).resolve().parents[1] / "notebooks" / "06_your_own_photos.py").read_text()
     assert "fold_sets = k_folds(len(frame), min(folds, len(frame)))" in cell

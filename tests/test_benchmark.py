@@ -11,10 +11,10 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from nailseg_common.core.files import write_json
+from nailseg_common.core.statistics import ratio_spread
 from nailseg_common.measure import benchmark, timing
 from nailseg_common.measure.benchmark import Pipeline
-from nailseg_common.measure.targets import ratio_spread
-from nailseg_common.setup.files import write_json
 from nailseg_common.setup.profiles import select_profile
 
 SIZE, BATCH = 32, 4

@@ -8,10 +8,10 @@ import torch
 
 from nailseg_common.pipelines import dali_pipeline as dp
 from nailseg_common.pipelines.policy import POLICY
-from nailseg_common.setup import environment
+from nailseg_common.setup import dali
 from nailseg_common.setup.profiles import select_profile
 
-needs_dali = pytest.mark.skipif(not environment.dali_available(), reason=environment.dali_status())
+needs_dali = pytest.mark.skipif(not dali.dali_available(), reason=dali.dali_status())
 
 SIZE = 32
 DEVICES = ["cpu"] + (["gpu"] if torch.cuda.is_available() else [])
@@ -20,15 +20,15 @@ DEVICES = ["cpu"] + (["gpu"] if torch.cuda.is_available() else [])
 @pytest.fixture(params=DEVICES)
 def device(request):
     """Every test runs CPU-only; on a machine with CUDA also on the GPU."""
-    if not environment.dali_available():
-        pytest.skip(environment.dali_status())
+    if not dali.dali_available():
+        pytest.skip(dali.dali_status())
     return request.param
 
 
 def test_without_dali_the_module_explains_and_refuses(monkeypatch, tmp_path):
-    monkeypatch.setattr(environment, "IMPORT_ERROR", ImportError("No module named 'nvidia.dali'"))
-    assert not environment.dali_available()
-    assert "Linux" in environment.dali_status()
+    monkeypatch.setattr(dali, "IMPORT_ERROR", ImportError("No module named 'nvidia.dali'"))
+    assert not dali.dali_available()
+    assert "Linux" in dali.dali_status()
     with pytest.raises(RuntimeError, match="Linux"):
         dp.build_pipeline(["a.npy"], ["b.npy"], image_size=SIZE, batch_size=1, augment=False)
 

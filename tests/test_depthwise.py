@@ -6,8 +6,8 @@ import copy
 import torch
 from torch import nn
 
-from nailseg_common.setup.environment import Float32Depthwise, run_depthwise_as
-from nailseg_common.training.finetune import start_model
+from nailseg_common.training.depthwise import Float32Depthwise, run_depthwise_as
+from nailseg_common.training.fine_tuning import start_model
 from nailseg_common.training.unet import create_model
 
 

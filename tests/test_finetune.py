@@ -16,13 +16,13 @@ from huggingface_hub import constants as hub_constants
 from nailseg_common.data import synthetic
 from nailseg_common.data.preparation import ensure_prepared, read_split
 from nailseg_common.data.synthetic import generate_synthetic_dataset, photos_or_standin
+from nailseg_common.measure.own_photos_report import advice_in_words, available_starts
 from nailseg_common.pipelines.albumentations_pipeline import NailDataModule
 from nailseg_common.pipelines.kornia_pipeline import POLICY
 from nailseg_common.setup import environment
-from nailseg_common.setup.environment import advice_in_words, available_starts
 from nailseg_common.setup.profiles import select_profile
 from nailseg_common.training import finetune, run_logs
-from nailseg_common.training.finetune import (
+from nailseg_common.training.fine_tuning import (
     PhotosOnDevice,
     compare_starts,
     cross_validate,

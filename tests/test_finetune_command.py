@@ -1,4 +1,4 @@
-"""``python -m nailseg_common.finetune``: notebook 06's scores and recipe in one command, the
+"""``python -m nailseg_common.commands.fine_tune``: notebook 06's scores and recipe in one command, the
 model it writes read by predict, and one clear line for each input it cannot use. Six tiny
 photos in the flat layout, the smoke profile (2 steps a run) at 32 px, from the shipped model."""
 
@@ -18,10 +18,10 @@ import pytest
 import torch
 from PIL import Image
 
-from nailseg_common import predict
-from nailseg_common.finetune import MODEL, SCORES, STOPPED, SUMMARY, main
+from nailseg_common.commands import predict
+from nailseg_common.commands.fine_tune import MODEL, SCORES, STOPPED, SUMMARY, main
 from nailseg_common.setup.paths import REPO_ROOT
-from nailseg_common.training.finetune import PhotosOnDevice
+from nailseg_common.training.fine_tuning import PhotosOnDevice
 
 OPTIONS = ["--profile", "smoke", "--image-size", "32", "--device", "cpu"]
 
@@ -161,7 +161,7 @@ def test_the_command_line_names_the_missing_folder_without_a_traceback(tmp_path)
     environment = {**os.environ, "NO_ALBUMENTATIONS_UPDATE": "1",
                    "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT),
                                                                os.environ.get("PYTHONPATH")]))}
-    command = [sys.executable, "-m", "nailseg_common.finetune", str(tmp_path / "absent"),
+    command = [sys.executable, "-m", "nailseg_common.commands.fine_tune", str(tmp_path / "absent"),
                str(tmp_path / "out"), "--profile", "smoke"]
     done = subprocess.run(command, capture_output=True, text=True, env=environment, cwd=tmp_path,
                           check=False)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from nailseg_common.setup.files import SAMPLE, file_records, verify_records
+from nailseg_common.core.files import SAMPLE, file_records, verify_records
 from nailseg_common.setup.paths import data_location
 
 NAMES = ["train_images.npy", "valid_images.npy", "sub/small.npy"]

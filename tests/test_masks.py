@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from PIL import Image, ImageFilter
 
+from nailseg_common.core.errors import DataError
 from nailseg_common.data.images import (
     MASK_THRESHOLD,
-    DataError,
     exif_orientation,
     read_binary_mask,
     read_mask,

@@ -7,7 +7,7 @@ import pytorch_lightning as pl
 import torch
 
 from nailseg_common.pipelines import dali_pipeline as dp
-from nailseg_common.setup import environment
+from nailseg_common.setup import dali
 from nailseg_common.setup.profiles import select_profile
 from nailseg_common.training import arguments
 from nailseg_common.training.multi_gpu import (
@@ -78,7 +78,7 @@ def test_shards_follow_dalis_formula():
     assert shard_sizes(240, 1) == [240]
 
 
-@pytest.mark.skipif(not environment.dali_available(), reason=environment.dali_status())
+@pytest.mark.skipif(not dali.dali_available(), reason=dali.dali_status())
 @pytest.mark.parametrize(("samples", "world_size", "batch_size"), [
     (40, 2, 4), (40, 2, 6), (41, 2, 7), (43, 3, 4), (41, 2, 4), (43, 2, 7),
 ])
@@ -206,7 +206,7 @@ def test_zero_devices_and_unknown_profiles_are_refused(capsys):
 
 def test_without_dali_the_message_says_where_it_runs(capsys, monkeypatch):
     monkeypatch.setattr(arguments, "dali_available", lambda: False)
-    monkeypatch.setattr(environment, "IMPORT_ERROR", ImportError("No module named 'nvidia.dali'"))
+    monkeypatch.setattr(dali, "IMPORT_ERROR", ImportError("No module named 'nvidia.dali'"))
     assert "Linux" in refusal(capsys, ["--profile", "smoke"])
 
 

@@ -55,7 +55,7 @@ def test_common_opening_and_closing(notebook):
     assert "What you'll learn" in text[0]
     assert "profile =" in parameters_cell(notebook).source
     setup = [c.source for c in code_cells(notebook) if "start(" in c.source]
-    assert setup and "from nailseg_common.setup.course import start" in setup[0], \
+    assert setup and "from nailseg_common.course import start" in setup[0], \
         "one set-up call, `cfg, data = start(profile, data_root, ...)`, after the parameters"
     assert any("## Summary" in t for t in text)
     assert any("## Exercises" in t for t in text)

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from nailseg_common.measure.targets import Verdict
+from nailseg_common.core.statistics import Verdict
 from nailseg_common.setup.profiles import select_profile
 from nailseg_common.training.run_logs import outline_verdict
 from nailseg_common.training.trainer import TrainingSpeed, make_trainer

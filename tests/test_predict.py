@@ -1,4 +1,4 @@
-"""``python -m nailseg_common.predict``: masks and overlays for new photos, mirrored folders,
+"""``python -m nailseg_common.commands.predict``: masks and overlays for new photos, mirrored folders,
 EXIF orientation, and one clear line for each input it cannot use. A tiny model (mobilenet_v2,
 one step at 32 px) saved as notebook 02's best checkpoint."""
 
@@ -14,11 +14,11 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from nailseg_common import predict as predict_module
-from nailseg_common.predict import MARKER, load_model, main, predict_mask
+from nailseg_common.commands.predict import MARKER, load_model, main, predict_mask
 from nailseg_common.setup.paths import shown
 from nailseg_common.setup.profiles import select_profile
 from nailseg_common.training import run_logs
-from nailseg_common.training.finetune import save_weights
+from nailseg_common.training.fine_tuning import save_weights
 from nailseg_common.training.run_logs import SHIPPED_MODEL
 from nailseg_common.training.trainer import make_trainer
 from nailseg_common.training.unet import LitNailSegmentation

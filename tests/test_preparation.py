@@ -14,8 +14,9 @@ import pandas as pd
 import pytest
 from PIL import Image
 
+from nailseg_common.core.errors import DataError
 from nailseg_common.data import synthetic
-from nailseg_common.data.images import MASK_THRESHOLD, DataError, read_binary_mask, read_rgb
+from nailseg_common.data.images import MASK_THRESHOLD, read_binary_mask, read_rgb
 from nailseg_common.data.preparation import (
     COLUMNS,
     MIN_STEPS_PER_EPOCH,

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
+from nailseg_common.commands.predict import load_model, predict_mask, trained_image_size
 from nailseg_common.data.images import read_binary_mask, read_rgb
 from nailseg_common.data.preparation import find_pairs
 from nailseg_common.data.synthetic import generate_synthetic_dataset
-from nailseg_common.predict import load_model, predict_mask, trained_image_size
 from nailseg_common.training.run_logs import SHIPPED_MODEL, checkpoint_hparams
 
 PROVENANCE = SHIPPED_MODEL.with_suffix(".json")

@@ -4,12 +4,7 @@ import math
 
 import pytest
 
-from nailseg_common.measure.targets import (
-    Verdict,
-    difference_spread,
-    mean_spread,
-    ratio_spread,
-)
+from nailseg_common.core.statistics import Verdict, difference_spread, mean_spread, ratio_spread
 
 
 def test_a_difference_inside_the_spread_is_within_noise():
@@ -34,7 +29,7 @@ def test_spreads():
 
 
 def test_finetune_advice_names_the_photos_and_what_to_try_for_each_outcome():
-    from nailseg_common.measure.targets import finetune_gain_in_words
+    from nailseg_common.measure.own_photos_report import finetune_gain_in_words
     assert "use a fine-tuned start" in finetune_gain_in_words("met", standin=False)[0]
     assert "fewer finetune_steps" in " ".join(finetune_gain_in_words("missed", standin=True))
     for standin, where in ((True, "the stand-in"), (False, "your photos")):

@@ -55,6 +55,8 @@ from typing import NamedTuple
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from nailseg_common.core.errors import DataError
+
 MASK_THRESHOLD = 128
 """Alpha >= this is opaque; a 0/255 mask is nail >= this (the middle of its two levels)."""
 
@@ -83,14 +85,6 @@ _WARNINGS = threading.Lock()
 """``warnings.catch_warnings`` changes the whole process: preparation's threads take turns."""
 _DAMAGED_EXIF: set[str] = set()
 """The files whose damaged EXIF block was named (once each)."""
-
-
-class DataError(ValueError):
-    """A dataset, data folder or setting the course cannot use; the message says which and
-    how to fix it (in a notebook, IPython shows the message alone, without a traceback)."""
-
-    def _render_traceback_(self) -> list[str]:
-        return [f"{type(self).__name__}: {self}"]
 
 
 class MaskReading(NamedTuple):

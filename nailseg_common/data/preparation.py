@@ -7,7 +7,7 @@ type with a seed, converts every pair to ``.npy`` (for DALI's numpy reader) and 
 ``csv_file/train.csv`` and ``csv_file/valid.csv``. Everything is written to a temporary
 folder and renamed into place, so nothing is ever half-written, and a re-run produces
 byte-identical files. A second call with unchanged inputs returns at once, after a cheap
-check of every prepared file against ``prepared.json`` (:mod:`~nailseg_common.setup.files`):
+check of every prepared file against ``prepared.json`` (:mod:`~nailseg_common.core.files`):
 a deleted, truncated or replaced file makes it rebuild the folder, with a warning.
 
 What is found is said, and what is doubtful refused: ``Images`` and ``Masks`` are found in
@@ -23,7 +23,7 @@ are named in a warning, and masks far more nail than the set's are refused (inve
 A type folder named ``None`` or ``NA`` stays that text in the CSVs and in :func:`read_split`.
 
 Every error, the data folder's too (read-only, a file, a full disk), is a
-:class:`~nailseg_common.data.images.DataError` naming the file or folder and the fix; the
+:class:`~nailseg_common.core.errors.DataError` naming the file or folder and the fix; the
 command line prints it alone, as ``error: ...``, and exits with status 1 (as after Ctrl-C,
 with one line saying it stopped).
 
@@ -54,18 +54,19 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from nailseg_common.data.images import VOID, DataError, exif_orientation, read_mask, read_rgb
-from nailseg_common.data.split import split_pairs
-from nailseg_common.data.split import type_order as _type_order
-from nailseg_common.data.synthetic import ensure_synthetic_dataset
-from nailseg_common.setup.environment import usable_cores
-from nailseg_common.setup.files import (
+from nailseg_common.core.errors import DataError
+from nailseg_common.core.files import (
     file_records,
     folder_lock,
     staged_folder,
     stale_staging,
     verify_records,
 )
+from nailseg_common.data.images import VOID, exif_orientation, read_mask, read_rgb
+from nailseg_common.data.split import split_pairs
+from nailseg_common.data.split import type_order as _type_order
+from nailseg_common.data.synthetic import ensure_synthetic_dataset
+from nailseg_common.setup.environment import usable_cores
 from nailseg_common.setup.paths import DataLocation, data_location, shown, unwritable
 from nailseg_common.setup.profiles import Profile, select_profile
 from nailseg_common.setup.progress import progress as progress_bar

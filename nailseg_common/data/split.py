@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nailseg_common.data.images import DataError
+from nailseg_common.core.errors import DataError
 
 
 def type_order(kind: str) -> tuple[int, int | str]:

@@ -73,8 +73,8 @@ from typing import NamedTuple
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
+from nailseg_common.core.files import folder_lock, staged_folder
 from nailseg_common.setup.environment import usable_cores
-from nailseg_common.setup.files import folder_lock, staged_folder
 from nailseg_common.setup.paths import data_dir, data_location, shown
 from nailseg_common.setup.profiles import select_profile
 from nailseg_common.setup.progress import progress as progress_bar

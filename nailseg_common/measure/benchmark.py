@@ -13,11 +13,11 @@ rate over the bound's median.
 
 The report judges a run by itself: :func:`claims` derives DALI's targets from the same run
 (the ratio it would train at if its work ran in series with the step, and the bound's
-images/s) and judges them against the spread of the windows (:mod:`nailseg_common.measure.targets`);
+images/s) and judges them against the spread of the windows (:mod:`nailseg_common.core.statistics`);
 :func:`lessons` says what the pipelines that fall behind by design (Kornia in the step,
 Albumentations on CPU workers) cost.
 
-Results are a JSON-ready dict (written with :func:`nailseg_common.setup.files.write_json`, read
+Results are a JSON-ready dict (written with :func:`nailseg_common.core.files.write_json`, read
 with :func:`load_results`) that records the device, CPU, library versions and date with
 every number. ``python -m nailseg_common.measure.benchmark --profile gpu --out
 results/benchmark_h100.json`` (``make bench``) runs it from the command line.
@@ -42,8 +42,9 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 
+from nailseg_common.core.files import write_json
+from nailseg_common.core.statistics import Verdict, ratio_spread
 from nailseg_common.measure.profiling import KernelProfile
-from nailseg_common.measure.targets import Verdict, ratio_spread
 from nailseg_common.measure.timing import (
     BOUND_BATCHES,
     measure_loader,
@@ -53,7 +54,6 @@ from nailseg_common.measure.timing import (
     without_validation_hint,
 )
 from nailseg_common.setup.environment import library_versions
-from nailseg_common.setup.files import write_json
 from nailseg_common.setup.paths import REPO_ROOT, DataLocation
 from nailseg_common.setup.profiles import Profile
 from nailseg_common.training.trainer import make_trainer
@@ -101,7 +101,7 @@ def default_pipelines(profile: Profile, location: DataLocation,
     from nailseg_common.pipelines.albumentations_pipeline import NailDataModule
     from nailseg_common.pipelines.dali_pipeline import DALINailDataModule
     from nailseg_common.pipelines.kornia_pipeline import CachedNailDataModule, KorniaAugmentation
-    from nailseg_common.setup.environment import dali_available
+    from nailseg_common.setup.dali import dali_available
 
     def loader_of(make_datamodule):
         return lambda: train_loader_of(make_datamodule())
@@ -145,7 +145,7 @@ def training_datamodule(location: DataLocation, profile: Profile,
     (of DALI's augmentations, or of the cache's order) if given, else the module's default
     (notebook 07's timed runs)."""
     from nailseg_common.pipelines.dali_pipeline import DALINailDataModule
-    from nailseg_common.setup.environment import dali_available
+    from nailseg_common.setup.dali import dali_available
 
     seeded = {} if seed is None else {"seed": seed}
     if dali_available():

@@ -19,7 +19,7 @@ import pandas as pd
 from IPython.display import display
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from nailseg_common.measure.targets import Verdict, ratio_spread
+from nailseg_common.core.statistics import Verdict, ratio_spread
 
 COLUMN_INCHES = 7.2  # a 740 px column at 100 dpi, with room for tight bounding boxes
 MIN_FONT = 9

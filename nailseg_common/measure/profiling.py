@@ -1,5 +1,4 @@
-"""Where the time goes: the course's one clock (:func:`synchronized_now`, which counts the work
-queued on a GPU), the GPU and CPU utilisation while it runs, profiles of training steps with
+"""Where the time goes: the GPU and CPU utilisation while it runs, profiles of training steps with
 their kernels named, and the GPU's measured bf16 peak (notebook 07).
 """
 
@@ -14,14 +13,7 @@ import torch
 from pytorch_lightning.callbacks import Callback
 from torch.profiler import ProfilerActivity
 
-
-def synchronized_now(device: torch.device | str) -> float:
-    """``time.perf_counter()`` once the work queued on ``device`` is done (CUDA runs ahead of
-    Python, so an unsynchronised clock times the queueing, not the work)."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter()
+from nailseg_common.core.clock import synchronized_now
 
 
 def matmul_peak_tflops(device: torch.device, size: int = 8192, repeats: int = 10) -> float | None:

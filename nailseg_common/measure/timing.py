@@ -12,7 +12,8 @@ import psutil
 import pytorch_lightning as pl
 import torch
 
-from nailseg_common.measure.profiling import UtilisationSampler, cpu_busy_percent, synchronized_now
+from nailseg_common.core.clock import synchronized_now
+from nailseg_common.measure.profiling import UtilisationSampler, cpu_busy_percent
 from nailseg_common.setup.profiles import Profile
 from nailseg_common.training.trainer import make_trainer
 from nailseg_common.training.unet import LitNailSegmentation

@@ -11,7 +11,7 @@ import pytorch_lightning as pl
 
 from nailseg_common.data.preparation import read_split
 from nailseg_common.pipelines.policy import POLICY, PolicyOp
-from nailseg_common.setup.environment import (
+from nailseg_common.setup.dali import (
     DALIGenericIterator,
     LastBatchPolicy,
     default_num_threads,

@@ -16,13 +16,12 @@ from kornia.filters import filter2d_separable, get_gaussian_kernel1d
 from torch import nn
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
 
+from nailseg_common.core.files import build_once
 from nailseg_common.data.preparation import read_split
 from nailseg_common.pipelines.albumentations_pipeline import valid_transform
-from nailseg_common.pipelines.policy import POLICY, PolicyOp
-from nailseg_common.setup.files import build_once
+from nailseg_common.pipelines.policy import POLICY, PolicyOp, to_unit_float
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import Profile
-from nailseg_common.training.unet import to_unit_float
 
 
 def _check_policy(policy: Mapping[str, PolicyOp]) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 
 @dataclass(frozen=True)
 class PolicyOp:
@@ -25,3 +27,8 @@ POLICY: dict[str, PolicyOp] = {op.op: op for op in (
     PolicyOp("gaussian_noise", 0.3, {"std": (0.01, 0.05)}, geometric=False),
     PolicyOp("gaussian_blur", 0.2, {"kernel": 5, "sigma": (0.1, 1.5)}, geometric=False),
 )}
+
+
+def to_unit_float(image: torch.Tensor) -> torch.Tensor:
+    """uint8 0..255 -> float32 0..1; float images pass through as float32."""
+    return image.float() / 255.0 if image.dtype == torch.uint8 else image.float()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from nailseg_common.data.images import DataError
+from nailseg_common.core.errors import DataError
 
 
 @dataclass(frozen=True)

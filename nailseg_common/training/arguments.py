@@ -1,4 +1,4 @@
-"""The command line of ``python -m nailseg_common.train`` (notebook 08): its options, the
+"""The command line of ``python -m nailseg_common.commands.train`` (notebook 08): its options, the
 run's profile, the problems caught before anything starts, and the header of its results.
 
 Every option that changes the run is an argument; what is not given comes from the profile
@@ -19,13 +19,9 @@ from pathlib import Path
 
 import torch
 
-from nailseg_common.setup.environment import (
-    dali_available,
-    dali_status,
-    device_description,
-    library_versions,
-)
-from nailseg_common.setup.files import write_json
+from nailseg_common.core.files import write_json
+from nailseg_common.setup.dali import dali_available, dali_status
+from nailseg_common.setup.environment import device_description, library_versions
 from nailseg_common.setup.profiles import Profile, select_profile
 
 PIPELINES = ("dali",)
@@ -37,7 +33,7 @@ KORNIA_UNDER_DDP = (
 
 def argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m nailseg_common.train",
+        prog="python -m nailseg_common.commands.train",
         description="Train the course's U-Net on one or more devices of one machine (Lightning "
                     "DDP, a DALI shard per rank) until a target IoU, or validate a checkpoint.")
     add = parser.add_argument

@@ -33,7 +33,7 @@ import torch
 from pytorch_lightning.callbacks import Callback, ModelCheckpoint
 from pytorch_lightning.loggers import CSVLogger
 
-from nailseg_common.measure.targets import Verdict, difference_spread, mean_spread
+from nailseg_common.core.statistics import Verdict, difference_spread, mean_spread
 from nailseg_common.setup.paths import runs_dir, shown
 from nailseg_common.setup.profiles import Profile
 from nailseg_common.training.progress_lines import ProgressLines, quiet_lightning

@@ -9,7 +9,7 @@ import pytorch_lightning as pl
 from pytorch_lightning.callbacks import Callback
 from torch.utils.data import DataLoader
 
-from nailseg_common.measure.profiling import synchronized_now
+from nailseg_common.core.clock import synchronized_now
 from nailseg_common.setup.profiles import Profile
 from nailseg_common.training import run_logs
 

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 from torchmetrics import MeanMetric
 
+from nailseg_common.pipelines.policy import to_unit_float
 from nailseg_common.setup.environment import offline_hint
 from nailseg_common.training.scores import per_image_soft_dice, ratio_or_one
 
@@ -19,11 +20,6 @@ def create_model(encoder: str = "resnet34", encoder_weights: str | None = None) 
     """An ``smp.Unet`` with one output channel (logits), from random weights by default."""
     with offline_hint(encoder, encoder_weights):  # a clear error when the download fails
         return smp.Unet(encoder_name=encoder, encoder_weights=encoder_weights, in_channels=3, classes=1)
-
-
-def to_unit_float(image: torch.Tensor) -> torch.Tensor:
-    """uint8 0..255 -> float32 0..1; float images pass through as float32."""
-    return image.float() / 255.0 if image.dtype == torch.uint8 else image.float()
 
 
 def flat_pair(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

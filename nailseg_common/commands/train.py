@@ -1,4 +1,4 @@
-"""The course's training command, ``python -m nailseg_common.train --help``, and
+"""The course's training command, ``python -m nailseg_common.commands.train --help``, and
 :func:`launch_training`, which runs it from a notebook as a terminal would.
 
 Notebook 08 teaches the code (:mod:`nailseg_common.training.multi_gpu`; its options are
@@ -24,7 +24,7 @@ from nailseg_common.training.multi_gpu import main
 def launch_training(out: Path, *options: str) -> dict:
     """Run the command with ``options`` and ``--out out``; rank 0's results (the JSON file)."""
     out.unlink(missing_ok=True)
-    command = [sys.executable, "-m", "nailseg_common.train", *options, "--out", str(out)]
+    command = [sys.executable, "-m", "nailseg_common.commands.train", *options, "--out", str(out)]
     env = {**os.environ, "NO_ALBUMENTATIONS_UPDATE": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
     started = time.perf_counter()

@@ -17,7 +17,8 @@ import torch
 from torch import nn
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 
-from nailseg_common.data.preparation import DataError, read_split
+from nailseg_common.core.errors import DataError
+from nailseg_common.data.preparation import read_split
 from nailseg_common.pipelines.kornia_pipeline import (
     POLICY,
     SPLITS,
@@ -25,9 +26,10 @@ from nailseg_common.pipelines.kornia_pipeline import (
     KorniaAugmentation,
     load_cache,
 )
-from nailseg_common.setup.environment import cache_only_when_offline, run_depthwise_as
+from nailseg_common.setup.environment import cache_only_when_offline
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import Profile
+from nailseg_common.training.depthwise import run_depthwise_as
 from nailseg_common.training.fast_training import FastNailSegmentation
 from nailseg_common.training.run_logs import read_metrics
 from nailseg_common.training.trainer import make_trainer
@@ -261,7 +263,7 @@ def recommend_start(tables: dict[str, pd.DataFrame]) -> dict:
 
 def save_weights(model: LitNailSegmentation, path: str | Path, image_size: int) -> Path:
     """``model``'s weights as :func:`load_weights` reads them, with the ``image_size`` it was
-    trained at (``nailseg_common.predict`` reads it); returns ``path``."""
+    trained at (``nailseg_common.commands.predict`` reads it); returns ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"hyper_parameters": dict(model.hparams), "state_dict": model.state_dict(),

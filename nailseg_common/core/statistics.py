@@ -65,21 +65,3 @@ class Verdict:
         by = "" if self.outcome == "within noise" else f" by {abs(self.margin):.{digits}f}"
         return (f"{self.name} {self.value:.{digits}f} against {self.target:.{digits}f} "
                 f"({self.basis}): {self.outcome}{by}, spread ±{self.spread:.{digits}f}")
-
-
-def finetune_gain_in_words(outcome: str, standin: bool) -> list[str]:
-    """What notebook 06's verdict on fine-tuning against the start as it is (``outcome``:
-    met, missed or within noise) means, and what to try, as lines to print; ``standin``:
-    the photos are the synthetic stand-in."""
-    if outcome == "met":
-        return ["-> fine-tuning pays on these photos: use a fine-tuned start (see the advice below)."]
-    if outcome == "missed":
-        return ["-> fine-tuning made these photos worse: too many steps or too high a learning",
-                "   rate for a few dozen photos; try fewer finetune_steps or a lower finetune_lr."]
-    where = ("the stand-in resembles what the start was trained on" if standin
-             else "your photos resemble what the start was trained on")
-    return ["-> no gain beyond the noise: the start already handles photos like these",
-            f"   ({where}). On photos unlike the synthetic set fine-tuning is where the gain",
-            "   comes from; to get more, try more finetune_steps first (on real photos the",
-            "   steps mattered more than the learning rate), then more photos."]
-

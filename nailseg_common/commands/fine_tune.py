@@ -1,12 +1,12 @@
 """Fine-tune the course's model on your own photos, in one command: notebook 06's recipe.
 
-``python -m nailseg_common.finetune PHOTOS_ROOT OUT``: PHOTOS_ROOT (``Images/<type>/`` and
+``python -m nailseg_common.commands.fine_tune PHOTOS_ROOT OUT``: PHOTOS_ROOT (``Images/<type>/`` and
 ``Masks/<type>/``, or flat ``Images/`` and ``Masks/``) is checked and prepared as notebook 06
-prepares its ``data_root`` (by :func:`~nailseg_common.setup.course.start`; PHOTOS_ROOT is
+prepares its ``data_root`` (by :func:`~nailseg_common.course.start`; PHOTOS_ROOT is
 only read, the prepared files go to the data folder). The start is ``--checkpoint``, else
-notebook 06's synthetic start (:func:`~nailseg_common.predict.choose_checkpoint`); every run
+notebook 06's synthetic start (:func:`~nailseg_common.commands.predict.choose_checkpoint`); every run
 follows the profile's ``finetune_*`` recipe with notebook 06's functions
-(:mod:`nailseg_common.training.finetune`).
+(:mod:`nailseg_common.training.fine_tuning`).
 
 Every photo is scored (hard Dice and IoU at probability 0.5, each prediction averaged with
 the mirror image's: notebook 06's test-time flips) by the start as it is
@@ -15,7 +15,7 @@ the command prints their means with standard errors and the paired gain of fine-
 Then it fine-tunes the start on all the photos and writes, each file whole or not at all:
 ``OUT/scores.csv`` (one row per photo), ``OUT/summary.json`` (recipe, profile, device,
 versions, date, scores) and, last, ``OUT/model.pt``, which
-``python -m nailseg_common.predict --checkpoint OUT/model.pt`` reads.
+``python -m nailseg_common.commands.predict --checkpoint OUT/model.pt`` reads.
 
 Exit status: 0 done; 2, with one line naming the file and the fix, when an input cannot be
 used (see ``docs/troubleshooting.md``); 130 after Ctrl-C.
@@ -35,17 +35,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from nailseg_common.data.images import DataError
-from nailseg_common.measure.targets import Verdict, mean_spread
+from nailseg_common.commands.command_line import create_out, lightning_ctrl_c, run_command
+from nailseg_common.commands.predict import choose_checkpoint, choose_device, load_model
+from nailseg_common.core.errors import DataError
+from nailseg_common.core.files import staged_file, write_json
+from nailseg_common.core.statistics import Verdict, mean_spread
+from nailseg_common.course import start
 from nailseg_common.pipelines.kornia_pipeline import BatchSlices
-from nailseg_common.predict import choose_checkpoint, choose_device, load_model
-from nailseg_common.setup.command_line import create_out, lightning_ctrl_c, run_command
-from nailseg_common.setup.course import start
 from nailseg_common.setup.environment import device_description, library_versions
-from nailseg_common.setup.files import staged_file, write_json
 from nailseg_common.setup.profiles import Profile, select_profile
 from nailseg_common.setup.progress import progress
-from nailseg_common.training.finetune import (
+from nailseg_common.training.fine_tuning import (
     PhotosOnDevice,
     compare_starts,
     cross_validate,
@@ -72,9 +72,9 @@ STOPPED = (f"stopped (Ctrl-C): nothing half-written was kept ({MODEL} is written
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line, ``--help`` explaining each option; a wrong number exits 2."""
     parser = argparse.ArgumentParser(
-        prog="python -m nailseg_common.finetune", description=__doc__.splitlines()[0],
+        prog="python -m nailseg_common.commands.fine_tune", description=__doc__.splitlines()[0],
         epilog="Exit status: 0 done; 2 no model written (the message says why); 130 stopped "
-               "by Ctrl-C. Then: python -m nailseg_common.predict PHOTOS MASKS --checkpoint "
+               "by Ctrl-C. Then: python -m nailseg_common.commands.predict PHOTOS MASKS --checkpoint "
                "OUT/model.pt.")
     parser.add_argument("photos_root", metavar="PHOTOS_ROOT", type=Path,
                         help="your photos and masks: Images/<type>/ and Masks/<type>/, or flat "
@@ -226,7 +226,7 @@ def finetune(args: argparse.Namespace, argv: list[str]) -> int:
               "batch_size": cfg.batch_size, "steps": cfg.finetune_steps, "lr": cfg.finetune_lr,
               "keep_statistics": cfg.finetune_keep_statistics, "precision": cfg.precision,
               "folds": len(folds)}
-    run = {"command": ["python", "-m", "nailseg_common.finetune", *argv],
+    run = {"command": ["python", "-m", "nailseg_common.commands.fine_tune", *argv],
            "date": datetime.now(UTC).isoformat(timespec="seconds"),
            "photos_root": str(data.raw), "photos": len(frame), "profile": cfg.name,
            "device": str(cfg.device), "machine": device_description(),
@@ -235,7 +235,7 @@ def finetune(args: argparse.Namespace, argv: list[str]) -> int:
     write_outputs(out, per_photo(tables, frame, data.raw), run, model, cfg.image_size)
     print(f"{out / MODEL}: fine-tuned on all {len(frame)} photos; per-photo scores in "
           f"{SCORES}, the run in {SUMMARY}. Masks for new photos: python -m "
-          f"nailseg_common.predict PHOTOS MASKS --checkpoint {out / MODEL}")
+          f"nailseg_common.commands.predict PHOTOS MASKS --checkpoint {out / MODEL}")
     return 0
 
 
@@ -256,7 +256,7 @@ def write_outputs(out: Path, scores: pd.DataFrame, run: dict, model: LitNailSegm
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m nailseg_common.finetune``: the exit status; errors as one line on stderr."""
+    """``python -m nailseg_common.commands.fine_tune``: the exit status; errors as one line on stderr."""
     argv = sys.argv[1:] if argv is None else argv
     return run_command(lambda: finetune(parse_args(argv), argv), STOPPED)
 

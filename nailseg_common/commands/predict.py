@@ -1,6 +1,6 @@
 """Nail masks and overlays for new photos, by a trained course model.
 
-``python -m nailseg_common.predict IMAGES OUT``: for every JPEG or PNG photo under IMAGES
+``python -m nailseg_common.commands.predict IMAGES OUT``: for every JPEG or PNG photo under IMAGES
 (recursively; or IMAGES itself when it is one file), OUT gets, at the photo's path relative
 to IMAGES, ``<stem>.png``, the mask (one channel, 0 or 255) at the size a photo viewer shows
 the photo (its EXIF orientation applied, as preparation reads it), and
@@ -45,15 +45,16 @@ import yaml
 from PIL import Image
 from torch import nn
 
-from nailseg_common.data.images import DataError, read_rgb
+from nailseg_common.commands.command_line import create_out, run_command, unwritable_out
+from nailseg_common.core.errors import DataError
+from nailseg_common.core.files import staged_file
+from nailseg_common.data.images import read_rgb
 from nailseg_common.data.preparation import IMAGE_SUFFIXES
 from nailseg_common.pipelines.albumentations_pipeline import valid_transform
-from nailseg_common.setup.command_line import create_out, run_command, unwritable_out
-from nailseg_common.setup.files import staged_file
 from nailseg_common.setup.paths import runs_dir, shown
 from nailseg_common.setup.profiles import Profile, select_profile
 from nailseg_common.setup.progress import progress
-from nailseg_common.training.finetune import load_weights, predict_logits
+from nailseg_common.training.fine_tuning import load_weights, predict_logits
 from nailseg_common.training.run_logs import SHIPPED_MODEL, checkpoint_hparams, resolve_checkpoint
 from nailseg_common.training.unet import LitNailSegmentation
 
@@ -95,7 +96,7 @@ def choose_checkpoint(checkpoint: str, profile: Profile) -> Path:
 
 def trained_image_size(checkpoint: Path) -> int | None:
     """The image side ``checkpoint``'s model was trained at: the file's own ``image_size``
-    (written by :func:`~nailseg_common.training.finetune.save_weights`), else the profile its run's CSV
+    (written by :func:`~nailseg_common.training.fine_tuning.save_weights`), else the profile its run's CSV
     log recorded (``<run>/version_N/hparams.yaml`` beside ``checkpoints/``); None when neither
     says. Call it on a file :func:`load_model` has read."""
     size = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True).get("image_size")
@@ -209,7 +210,7 @@ def claim(out: Path, shown: str) -> None:
     when it cannot be written."""
     create_out(out, shown)
     try:
-        (out / MARKER).write_text("Written by python -m nailseg_common.predict: this folder "
+        (out / MARKER).write_text("Written by python -m nailseg_common.commands.predict: this folder "
                                   "holds masks and overlays, and is never read as photos.\n")
     except OSError as error:
         raise unwritable_out(shown, error.strerror or str(error)) from None
@@ -255,7 +256,7 @@ def choose_device(choice: str) -> torch.device:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line, ``--help`` explaining each option; a wrong ``--image-size`` exits 2."""
     parser = argparse.ArgumentParser(
-        prog="python -m nailseg_common.predict", description=__doc__.splitlines()[0],
+        prog="python -m nailseg_common.commands.predict", description=__doc__.splitlines()[0],
         epilog="Exit status: 0 done; 1 some photos or folders could not be read, or are in "
                "another format (listed, the others written); 2 nothing done (the message says "
                "why); 130 stopped by Ctrl-C.")
@@ -357,7 +358,7 @@ def report(found: Found, skipped: list[Path], root: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m nailseg_common.predict``: the exit status; errors as one line on stderr."""
+    """``python -m nailseg_common.commands.predict``: the exit status; errors as one line on stderr."""
     return run_command(lambda: predict(parse_args(argv)), STOPPED)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
-from nailseg_common.data.images import DataError
+from nailseg_common.core.errors import DataError
 
 
 def run_command(command: Callable[[], int], stopped: str) -> int:

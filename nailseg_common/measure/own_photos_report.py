@@ -1,0 +1,75 @@
+"""Notebook 06's report: which starts this machine can fine-tune, and its measurements in words."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+
+def available_starts(starts: Iterable[str], make_start: Callable[[str], object],
+                     checkpoint: Path | None, try_imagenet: bool) -> tuple[list[str], dict[str, str]]:
+    """The ``starts`` that can be fine-tuned here, and for each other one the reason: the
+    ``"synthetic"`` start needs ``checkpoint``; the ``"imagenet"`` start needs ``try_imagenet``
+    and its weights, which ``make_start("imagenet")`` fetches once (its ``RuntimeError`` says
+    why it could not)."""
+    available, skipped = [], {}
+    for start in starts:
+        if start == "synthetic" and checkpoint is None:
+            skipped[start] = "no checkpoint (see above)"
+        elif start == "imagenet" and not try_imagenet:
+            skipped[start] = "try_imagenet=False"
+        elif start == "imagenet":
+            try:
+                make_start(start)
+                available.append(start)
+            except RuntimeError as error:
+                skipped[start] = str(error)
+        else:
+            available.append(start)
+    return available, skipped
+
+
+def advice_in_words(advice: dict, tables: dict, zero_shot: str) -> list[str]:
+    """Notebook 06's ``recommend_start`` ``advice`` over ``tables`` (start -> per-photo scores
+    with ``dice`` and ``iou``) as lines to print: the best start, its paired lead over the
+    runner-up, and a verdict (clear when the lead is more than two standard errors);
+    ``zero_shot`` names the start that is the checkpoint without fine-tuning."""
+    best, photos = advice["best"], advice["photos"]
+    dice, iou = tables[best]["dice"], tables[best]["iou"]
+    best_line = (f"best over these {photos} photos, each held out once: {best} (hard Dice "
+                 f"{dice.mean():.3f} ± {dice.sem():.3f}, IoU {iou.mean():.3f})")
+    if advice["runner_up"] is None:
+        return [best_line, ("-> only one start could be measured here, so there is nothing to "
+                "choose between: run notebook 02 in this profile (synthetic start) or allow "
+                "the ImageNet download.")]
+    runner_up, lead_se = advice["runner_up"], advice["lead_se"]
+    lead = (f"ahead of {runner_up} by {advice['gain']:+.3f} Dice ± {advice['gain_se']:.3f} "
+            f"(standard error over {photos} photos), better on {advice['wins']}, "
+            f"worse on {advice['loses']}")
+    if lead_se > 2:
+        verdict = f"use the {best} start: its lead is {lead_se:.1f} standard errors, more than two"
+    else:
+        verdict = (f"{best} and {runner_up} are within the noise: the lead is {lead_se:.1f} "
+                   "standard errors, not more than two; either will do, and more photos "
+                   "would tell them apart")
+    if best == zero_shot:
+        verdict += ("; fine-tuning did not beat the checkpoint as it is, so use it unchanged "
+                    "or fine-tune longer (finetune_steps)")
+    return [best_line, lead, f"-> {verdict}"]
+
+
+def finetune_gain_in_words(outcome: str, standin: bool) -> list[str]:
+    """What notebook 06's verdict on fine-tuning against the start as it is (``outcome``:
+    met, missed or within noise) means, and what to try, as lines to print; ``standin``:
+    the photos are the synthetic stand-in."""
+    if outcome == "met":
+        return ["-> fine-tuning pays on these photos: use a fine-tuned start (see the advice below)."]
+    if outcome == "missed":
+        return ["-> fine-tuning made these photos worse: too many steps or too high a learning",
+                "   rate for a few dozen photos; try fewer finetune_steps or a lower finetune_lr."]
+    where = ("the stand-in resembles what the start was trained on" if standin
+             else "your photos resemble what the start was trained on")
+    return ["-> no gain beyond the noise: the start already handles photos like these",
+            f"   ({where}). On photos unlike the synthetic set fine-tuning is where the gain",
+            "   comes from; to get more, try more finetune_steps first (on real photos the",
+            "   steps mattered more than the learning rate), then more photos."]
