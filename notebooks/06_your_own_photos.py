@@ -131,12 +131,12 @@ cfg, data = start(profile, photos, image_size=side, batch_size=batch_size,
 # the course's (the generator's `wide` style: fingertips filling the frame, four fingers from
 # an edge, plain backgrounds, small photos; how, and how well, is in the `.json` beside it),
 # so that a machine without a GPU has a good start too.
-# `resolve_checkpoint` takes the path you pass; without one, the newest checkpoint of this
-# profile or the shipped model, whichever recorded the better hard Dice on its synthetic
-# validation images (`recorded_dice`). A checkpoint also stores the module's
-# hyperparameters, so `checkpoint_hparams` tells which encoder the weights belong to,
-# without building a model. These helpers live in `nailseg_common.training.run_logs`, beside
-# the other readers of what a run leaves; the code this notebook teaches starts below, in
+# `choose_checkpoint` reads the path you pass; without one, the newest checkpoint of this
+# profile and the shipped model, and keeps the one that recorded the better hard Dice on its
+# synthetic validation images (`recorded_dice`). A checkpoint also stores the module's
+# hyperparameters, so its `encoder` says which U-Net the weights belong to. Finding,
+# reading (once), loading and saving checkpoints is plumbing of
+# `nailseg_common.training.checkpoints`; the code this notebook teaches starts below, in
 # cells that start with `#| export training.fine_tuning`, which `make export` writes into
 # `nailseg_common.training.fine_tuning`.
 
@@ -155,16 +155,17 @@ from nailseg_common.setup.profiles import Profile
 # checkpoint wins and the cell says so. Without a checkpoint the notebook goes on with the
 # other starts.
 # %%
-from nailseg_common.training import run_logs
+from nailseg_common.training.checkpoints import CHECKPOINT_RUNS, SHIPPED_MODEL, choose_checkpoint
 
-synthetic_checkpoint = run_logs.resolve_checkpoint(checkpoint, cfg)
+synthetic_checkpoint = choose_checkpoint(checkpoint, cfg.name)
 if synthetic_checkpoint is None:
-    print(f"no checkpoint of {run_logs.CHECKPOINT_RUNS} in profile {cfg.name!r} and no "
-          f"{shown(run_logs.SHIPPED_MODEL)}: going on without the synthetic start (run notebook 02 first, or pass checkpoint=...)")
+    print(f"no checkpoint of {CHECKPOINT_RUNS} in profile {cfg.name!r} and no "
+          f"{shown(SHIPPED_MODEL)}: going on without the synthetic start (run notebook 02 first, "
+          "or pass checkpoint=...)")
 else:
-    cfg = dataclasses.replace(cfg, encoder=run_logs.checkpoint_hparams(synthetic_checkpoint)["encoder"])
-    print(f"synthetic checkpoint: {shown(synthetic_checkpoint)} (synthetic validation hard Dice "
-          f"{run_logs.recorded_dice(synthetic_checkpoint):.3f}); every start's encoder: {cfg.encoder}")
+    cfg = dataclasses.replace(cfg, encoder=synthetic_checkpoint.encoder)
+    print(f"synthetic checkpoint: {shown(synthetic_checkpoint.path)} (synthetic validation hard "
+          f"Dice {synthetic_checkpoint.recorded_dice:.3f}); every start's encoder: {cfg.encoder}")
 
 # %% [markdown]
 # ## Three starts
@@ -173,7 +174,8 @@ else:
 #
 # - `"random"`: smp's random initialisation (`encoder_weights=None`);
 # - `"synthetic"`: the same model, then every weight copied from the checkpoint with
-#   `load_weights` (the state dict of the whole module: encoder *and* decoder);
+#   `load_weights` (the state dict of the whole module: encoder *and* decoder; a checkpoint
+#   of another encoder is refused);
 # - `"imagenet"`: `encoder_weights="imagenet"`, downloaded once from the Hugging Face Hub
 #   into its cache; the decoder starts random.
 #
@@ -189,6 +191,7 @@ else:
 import contextlib
 
 from nailseg_common.setup.environment import cache_only_when_offline
+from nailseg_common.training.checkpoints import Checkpoint, load_weights
 from nailseg_common.training.depthwise import run_depthwise_as
 from nailseg_common.training.fast_training import FastNailSegmentation
 from nailseg_common.training.unet import LitNailSegmentation
@@ -196,23 +199,11 @@ from nailseg_common.training.unet import LitNailSegmentation
 STARTS = ("random", "synthetic", "imagenet")
 
 
-def load_weights(model: LitNailSegmentation, checkpoint: str | Path) -> LitNailSegmentation:
-    """Copy every weight of a ``LitNailSegmentation`` checkpoint into ``model``; a checkpoint
-    of another encoder raises ``ValueError``."""
-    saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    encoder = saved["hyper_parameters"]["encoder"]
-    if encoder != model.hparams.encoder:
-        raise ValueError(f"{checkpoint} holds a U-Net with a {encoder!r} encoder, the model has "
-                         f"{model.hparams.encoder!r}: build the model with encoder={encoder!r}.")
-    model.load_state_dict(saved["state_dict"])
-    return model
-
-
 def start_model(start: str, encoder: str, lr: float, max_steps: int,
-                checkpoint: str | Path | None = None, seed: int = 0) -> LitNailSegmentation:
+                checkpoint: Checkpoint | None = None, seed: int = 0) -> LitNailSegmentation:
     """The U-Net to fine-tune from ``start`` (:data:`STARTS`), with AdamW's fused kernel (one
     launch per step instead of dozens: launches are what a small batch's step costs).
-    ``"synthetic"`` needs ``checkpoint``. ``"imagenet"`` downloads the encoder once from the
+    ``"synthetic"`` needs ``checkpoint`` (read once, loaded for every run). ``"imagenet"`` downloads the encoder once from the
     Hugging Face Hub; offline, ``cache_only_when_offline`` makes the client read its cache
     instead of retrying each file, and ``RuntimeError`` says what to do. ``run_depthwise_as``
     keeps depthwise convolutions in float32: a GPU's first step skips cuDNN compiling them."""
@@ -707,37 +698,23 @@ print(f"skipped: {', '.join(skipped) or 'none'}; the scores are at {cfg.image_si
 #
 # ## Masks for new photos
 #
-# A model earns its keep on photos nobody has drawn masks for. `save_weights` writes a
-# model's weights and hyperparameters in the form `load_weights` reads, with the image side
-# it was trained at; the zero-shot row needs nothing written, it *is* the checkpoint.
-
-# %%
-#| export training.fine_tuning
-def save_weights(model: LitNailSegmentation, path: str | Path, image_size: int) -> Path:
-    """``model``'s weights as :func:`load_weights` reads them, with the ``image_size`` it was
-    trained at (``nailseg_common.commands.predict`` reads it); returns ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"hyper_parameters": dict(model.hparams), "state_dict": model.state_dict(),
-                "image_size": image_size}, path)
-    return path
-
-
-# %% [markdown]
-# Then one command gives masks for a folder of photos:
+# A model earns its keep on photos nobody has drawn masks for. `save_weights` (from
+# `nailseg_common.training.checkpoints`) writes a model's weights and hyperparameters in the
+# form `load_weights` reads, with the image side it was trained at; the zero-shot row needs
+# nothing written, it *is* the checkpoint. Then one command gives masks for a folder of photos:
 #
-#     python -m nailseg_common.commands.predict IMAGES OUT --checkpoint MODEL
+#     nailseg-predict IMAGES OUT --checkpoint MODEL
 #
 # For every JPEG or PNG under `IMAGES` (in subfolders too) it writes, at the same relative
 # path under `OUT`, `<stem>.png`, the mask (0 or 255) at the size a photo viewer shows the
 # photo (EXIF orientation applied, as preparation does), and `<stem>_overlay.jpg`, the
 # photo with its nails tinted red. Without `--checkpoint` it takes the model
-# `resolve_checkpoint` would. Here it runs with the best start's model of the last fold, on
+# `choose_checkpoint` would. Here it runs with the best start's model of the last fold, on
 # a copy of that fold's held-out photos, which the model never saw, called from Python with
 # the same arguments (`predict.main`, which returns the command's exit status).
 #
 # The model to keep for your photos is trained on all of them. One command does that with
-# this notebook's recipe, from the same synthetic start: `python -m nailseg_common.commands.fine_tune
+# this notebook's recipe, from the same synthetic start: `nailseg-finetune
 # PHOTOS_ROOT OUT` cross-validates the recipe, prints the scores and the gain over the start
 # as it is, and writes `OUT/model.pt` for `predict --checkpoint`.
 
@@ -745,9 +722,10 @@ def save_weights(model: LitNailSegmentation, path: str | Path, image_size: int) 
 import shutil
 
 from nailseg_common.setup.paths import runs_dir
+from nailseg_common.training.checkpoints import save_weights
 
 run_folder = runs_dir() / cfg.name
-model_file = (synthetic_checkpoint if best == ZERO_SHOT else
+model_file = (synthetic_checkpoint.path if best == ZERO_SHOT else
               save_weights(validation.models[best], run_folder / "06_fine_tuned" / f"{best}.pt",
                            cfg.image_size))
 new_photos, masks = run_folder / "06_new_photos", run_folder / "06_masks"
@@ -778,8 +756,8 @@ plt.show()
 # - k-fold cross-validation scores every photo once, by a model that never saw it: a mean
 #   with its standard error per start, and a paired gain with its own that says whether one
 #   start really beats another. The learning curve says whether more photos would help.
-# - `save_weights` and `python -m nailseg_common.commands.predict` turn the chosen model into masks
-#   and overlays for any folder of photos; `python -m nailseg_common.commands.fine_tune` trains the
+# - `save_weights` and `nailseg-predict` turn the chosen model into masks
+#   and overlays for any folder of photos; `nailseg-finetune` trains the
 #   model to keep on all your photos.
 #
 # ## Exercises
@@ -797,5 +775,5 @@ plt.show()
 # 5. Score the zero-shot checkpoint at a larger `image_size` than it was trained at. Does a
 #    model trained at one size transfer to another?
 # 6. Photograph a few nails of your own, put the photos in a folder and run
-#    `python -m nailseg_common.commands.predict FOLDER masks --checkpoint` with the model this
+#    `nailseg-predict FOLDER masks --checkpoint` with the model this
 #    notebook saved. Where do the overlays go wrong: light, skin, polish, background?

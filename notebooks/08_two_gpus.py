@@ -49,7 +49,7 @@
 # 4. **time to accuracy** on two GPUs, against one: seconds to notebook 07's IoU level.
 #
 # DDP does not run inside a Jupyter kernel together with DALI (more on that below), so the
-# training is a script, `python -m nailseg_common.commands.train`, that this notebook launches, and
+# training is a script, `nailseg-train`, that this notebook launches, and
 # that works as well from a terminal, outside the course.
 #
 # ## What you'll learn
@@ -141,11 +141,11 @@ print(f"{n_devices} device(s) for the multi-device runs: "
 # and the notebook launches it like a terminal would:
 #
 # ```
-# python -m nailseg_common.commands.train --devices 2 --batch-size B --lr LR --record-samples
+# nailseg-train --devices 2 --batch-size B --lr LR --record-samples
 # ```
 #
 # Lightning's launcher does the rest. The command starts **rank 0**; when it reaches
-# `trainer.fit`, rank 0 starts `python -m nailseg_common.commands.train` again with the same
+# `trainer.fit`, rank 0 starts `nailseg-train` again with the same
 # arguments, once per further GPU, with `LOCAL_RANK=1` (and so on) in its environment. So
 # everything before `trainer.fit` runs in every process: each one parses the arguments,
 # picks its GPU (`torch.cuda.set_device(LOCAL_RANK)`), builds and compiles its model,
@@ -154,7 +154,7 @@ print(f"{n_devices} device(s) for the multi-device runs: "
 #
 # The script's training code is below, in full; `make export` writes it into
 # `nailseg_common.training.multi_gpu`, and `nailseg_common/train.py` is the three lines that make
-# `python -m nailseg_common.commands.train` call its `main`.
+# `nailseg-train` call its `main`.
 #
 # ### Shards, and what DROP leaves out
 #
@@ -179,7 +179,7 @@ print(f"{n_devices} device(s) for the multi-device runs: "
 # `tests/test_multi_gpu.py` and run on every epoch of the real run.
 
 # %%
-#| export training.multi_gpu: training on one GPU or several with DDP, behind `python -m nailseg_common.commands.train`
+#| export training.multi_gpu: training on one GPU or several with DDP, behind `nailseg-train`
 import collections
 import os
 import warnings
@@ -535,7 +535,7 @@ def validate(args: argparse.Namespace, profile: Profile, location: DataLocation)
 # %%
 #| export training.multi_gpu
 def main(argv: list[str] | None = None) -> dict | None:
-    """``python -m nailseg_common.commands.train``: train (or ``--validate``); rank 0 returns the results."""
+    """``nailseg-train``: train (or ``--validate``); rank 0 returns the results."""
     args, profile = parse_args(argv)
     set_matmul_precision(profile)  # TF32 on a GPU, for this process (as `start` in a notebook)
     # notebook 02's module logs these per rank (no sync_dist): the script reports the synced

@@ -13,6 +13,7 @@ import pytest
 import torch
 from huggingface_hub import constants as hub_constants
 
+from nailseg_common.core.errors import DataError
 from nailseg_common.data import synthetic
 from nailseg_common.data.preparation import ensure_prepared, read_split
 from nailseg_common.data.synthetic import generate_synthetic_dataset, photos_or_standin
@@ -21,26 +22,26 @@ from nailseg_common.pipelines.albumentations_pipeline import NailDataModule
 from nailseg_common.pipelines.kornia_pipeline import POLICY
 from nailseg_common.setup import environment
 from nailseg_common.setup.profiles import select_profile
-from nailseg_common.training import finetune, run_logs
+from nailseg_common.training import checkpoints, fine_tuning
+from nailseg_common.training.checkpoints import (
+    SHIPPED_MODEL,
+    choose_checkpoint,
+    find_checkpoint,
+    load_weights,
+    read_checkpoint,
+    save_weights,
+)
 from nailseg_common.training.fine_tuning import (
     PhotosOnDevice,
     compare_starts,
     cross_validate,
     fine_tune,
     k_folds,
-    load_weights,
     photos_on_device,
     predict_logits,
     recommend_start,
-    save_weights,
     score_photos,
     start_model,
-)
-from nailseg_common.training.run_logs import (
-    checkpoint_hparams,
-    find_checkpoint,
-    recorded_dice,
-    resolve_checkpoint,
 )
 from nailseg_common.training.trainer import make_trainer
 from nailseg_common.training.unet import LitNailSegmentation
@@ -85,31 +86,32 @@ def test_find_checkpoint_takes_the_newest_best_of_notebook_02_or_04(tmp_path, mo
     _touch(tmp_path / "smoke/04_dali/version_1/checkpoints/last.ckpt", 300)  # not a best
     _touch(tmp_path / "smoke/03_kornia/version_0/checkpoints/best-c.ckpt", 400)  # another run
     _touch(tmp_path / "cpu/02_lightning_baseline/version_0/checkpoints/best-d.ckpt", 500)
-    assert find_checkpoint(tiny_profile()) == newest
+    assert find_checkpoint("smoke") == newest
 
 
 def test_without_a_checkpoint_the_shipped_model_is_taken_and_a_wrong_path_is_refused(
         tmp_path, monkeypatch):
     monkeypatch.setenv("NAILSEG_RUNS_DIR", str(tmp_path / "empty"))
-    assert find_checkpoint(tiny_profile()) is None
-    assert resolve_checkpoint("", tiny_profile()) == run_logs.SHIPPED_MODEL
-    monkeypatch.setattr(run_logs, "SHIPPED_MODEL", tmp_path / "not_shipped.pt")
-    assert resolve_checkpoint("", tiny_profile()) is None
-    with pytest.raises(FileNotFoundError, match="notebook 02 or 04"):
-        resolve_checkpoint(tmp_path / "missing.ckpt", tiny_profile())
+    assert find_checkpoint("smoke") is None
+    assert choose_checkpoint("", "smoke").path == SHIPPED_MODEL
+    monkeypatch.setattr(checkpoints, "SHIPPED_MODEL", tmp_path / "not_shipped.pt")
+    assert choose_checkpoint("", "smoke") is None
+    with pytest.raises(DataError, match="missing.ckpt is not a file: pass a best-"):
+        choose_checkpoint(tmp_path / "missing.ckpt", "smoke")
 
 
 def test_a_given_checkpoint_wins_and_a_trained_one_is_found(trained, monkeypatch):
     monkeypatch.setenv("NAILSEG_RUNS_DIR", str(trained.best.parents[4]))
     assert trained.best.name.startswith("best-")
-    assert find_checkpoint(trained.profile) == trained.best
-    assert resolve_checkpoint(str(trained.best), tiny_profile()) == trained.best
-    assert checkpoint_hparams(trained.best)["encoder"] == ENCODER
+    assert find_checkpoint(trained.profile.name) == trained.best
+    assert choose_checkpoint(str(trained.best), "smoke").path == trained.best
+    assert read_checkpoint(trained.best).encoder == ENCODER
 
 
 def test_the_synthetic_start_holds_every_weight_of_the_checkpoint(trained):
     saved = torch.load(trained.best, map_location="cpu", weights_only=True)["state_dict"]
-    synthetic = start_model("synthetic", ENCODER, 1e-3, 5, trained.best).state_dict()
+    synthetic = start_model("synthetic", ENCODER, 1e-3, 5,
+                            read_checkpoint(trained.best)).state_dict()
     random = start_model("random", ENCODER, 1e-3, 5).state_dict()
     assert saved.keys() == synthetic.keys()
     assert all(torch.equal(saved[name], synthetic[name]) for name in saved)
@@ -120,13 +122,13 @@ def test_of_a_local_checkpoint_and_the_shipped_model_the_better_recorded_dice_wi
         trained, monkeypatch):
     monkeypatch.setenv("NAILSEG_RUNS_DIR", str(trained.best.parents[4]))
     score = float(trained.best.stem.split("val_dice=")[1])
-    assert recorded_dice(trained.best) == pytest.approx(score, abs=5e-4)
-    provenance = json.loads(run_logs.SHIPPED_MODEL.with_suffix(".json").read_text())
-    assert recorded_dice(run_logs.SHIPPED_MODEL) == provenance["synthetic_valid"]["dice"] > 0.85
-    assert resolve_checkpoint("", trained.profile) == run_logs.SHIPPED_MODEL  # 2 steps lose
-    monkeypatch.setattr(run_logs, "recorded_dice",
-                        lambda path: 0.95 if path == trained.best else 0.88)
-    assert resolve_checkpoint("", trained.profile) == trained.best
+    assert read_checkpoint(trained.best).recorded_dice == pytest.approx(score, abs=5e-4)
+    provenance = json.loads(SHIPPED_MODEL.with_suffix(".json").read_text())
+    assert read_checkpoint(SHIPPED_MODEL).recorded_dice == provenance["synthetic_valid"]["dice"] > 0.85
+    assert choose_checkpoint("", trained.profile.name).path == SHIPPED_MODEL  # 2 steps lose
+    monkeypatch.setattr(checkpoints, "best_score",
+                        lambda saved, path: 0.95 if path == trained.best else 0.88)
+    assert choose_checkpoint("", trained.profile.name).path == trained.best
 
 
 def test_a_checkpoint_of_another_encoder_is_refused(trained):
@@ -239,11 +241,11 @@ def test_only_the_starts_that_can_be_had_are_fine_tuned():
         built.append(name)
         raise RuntimeError("offline, and not in the cache")
 
-    available, skipped = available_starts(finetune.STARTS, make_start, None, True)
+    available, skipped = available_starts(fine_tuning.STARTS, make_start, None, True)
     assert available == ["random"] and built == ["imagenet"]
     assert skipped == {"synthetic": "no checkpoint (see above)",
                        "imagenet": "offline, and not in the cache"}
-    available, skipped = available_starts(finetune.STARTS, make_start, Path("best.ckpt"), False)
+    available, skipped = available_starts(fine_tuning.STARTS, make_start, Path("best.ckpt"), False)
     assert available == ["random", "synthetic"] and skipped == {"imagenet": "try_imagenet=False"}
 
 
@@ -285,7 +287,7 @@ def test_cross_validation_scores_every_photo_once_with_the_model_of_its_fold(tra
 def test_saved_weights_load_into_a_new_model_with_their_image_size(trained, tmp_path):
     model = load_weights(LitNailSegmentation(ENCODER), trained.best)
     path = save_weights(model, tmp_path / "models" / "chosen.pt", image_size=96)
-    assert checkpoint_hparams(path)["encoder"] == ENCODER
+    assert read_checkpoint(path).encoder == ENCODER
     assert torch.load(path, weights_only=True)["image_size"] == 96
     copy = load_weights(LitNailSegmentation(ENCODER), path)
     assert all(torch.equal(value, copy.state_dict()[name])

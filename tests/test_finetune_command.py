@@ -1,4 +1,4 @@
-"""``python -m nailseg_common.commands.fine_tune``: notebook 06's scores and recipe in one command, the
+"""``nailseg-finetune``: notebook 06's scores and recipe in one command, the
 model it writes read by predict, and one clear line for each input it cannot use. Six tiny
 photos in the flat layout, the smoke profile (2 steps a run) at 32 px, from the shipped model."""
 

@@ -7,7 +7,7 @@ import nbformat
 import papermill
 from nbformat.v4 import new_code_cell
 
-from nailseg_common.training.run_logs import SHIPPED_MODEL
+from nailseg_common.training.checkpoints import SHIPPED_MODEL
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 

@@ -1,4 +1,4 @@
-"""``python -m nailseg_common.commands.predict``: masks and overlays for new photos, mirrored folders,
+"""``nailseg-predict``: masks and overlays for new photos, mirrored folders,
 EXIF orientation, and one clear line for each input it cannot use. A tiny model (mobilenet_v2,
 one step at 32 px) saved as notebook 02's best checkpoint."""
 
@@ -13,13 +13,17 @@ from PIL import Image
 from torch import nn
 from torch.utils.data import DataLoader
 
-from nailseg_common import predict as predict_module
-from nailseg_common.commands.predict import MARKER, load_model, main, predict_mask
+from nailseg_common.commands import predict as predict_module
+from nailseg_common.commands.predict import MARKER, main, predict_mask
 from nailseg_common.setup.paths import shown
 from nailseg_common.setup.profiles import select_profile
-from nailseg_common.training import run_logs
-from nailseg_common.training.fine_tuning import save_weights
-from nailseg_common.training.run_logs import SHIPPED_MODEL
+from nailseg_common.training import checkpoints
+from nailseg_common.training.checkpoints import (
+    SHIPPED_MODEL,
+    build_model,
+    read_checkpoint,
+    save_weights,
+)
 from nailseg_common.training.trainer import make_trainer
 from nailseg_common.training.unet import LitNailSegmentation
 
@@ -192,7 +196,7 @@ def test_without_a_checkpoint_the_newest_of_the_profile_is_used_else_the_shipped
     code, stdout, err = predict(capsys, tmp_path / "photos", tmp_path / "shipped")
     assert code == 0, err
     assert f"model {shown(SHIPPED_MODEL)} at {SIZE}x{SIZE}" in stdout
-    for module in (run_logs, predict_module):
+    for module in (checkpoints, predict_module):
         monkeypatch.setattr(module, "SHIPPED_MODEL", tmp_path / "not_shipped.pt")
     code, _, err = predict(capsys, tmp_path / "photos", tmp_path / "out")
     assert code == 2 and err.count("\n") == 1
@@ -253,7 +257,7 @@ def test_the_side_the_run_was_trained_at_is_read_from_its_log_unless_given(
 def test_a_model_saved_by_notebook_06_is_read_at_the_side_it_stores(model, tmp_path, capsys):
     images = tmp_path / "photos"
     photo(images / "a.jpg")
-    saved = save_weights(load_model(model.checkpoint), tmp_path / "saved" / "best.pt", 96)
+    saved = save_weights(build_model(read_checkpoint(model.checkpoint)), tmp_path / "saved" / "best.pt", 96)
     code = main([str(images), str(tmp_path / "out"), "--profile", "smoke", "--device", "cpu",
                  "--checkpoint", str(saved)])
     assert code == 0 and "at 96x96 on cpu" in capsys.readouterr().out

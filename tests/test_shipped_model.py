@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from nailseg_common.commands.predict import load_model, predict_mask, trained_image_size
+from nailseg_common.commands.predict import predict_mask
 from nailseg_common.data.images import read_binary_mask, read_rgb
 from nailseg_common.data.preparation import find_pairs
 from nailseg_common.data.synthetic import generate_synthetic_dataset
-from nailseg_common.training.run_logs import SHIPPED_MODEL, checkpoint_hparams
+from nailseg_common.training.checkpoints import SHIPPED_MODEL, build_model, read_checkpoint
 
 PROVENANCE = SHIPPED_MODEL.with_suffix(".json")
 
@@ -27,8 +27,9 @@ def test_the_file_is_small_and_its_provenance_describes_it(provenance):
     assert len(data) <= 16 * 2**20 and provenance["bytes"] == len(data)
     assert provenance["sha256"] == hashlib.sha256(data).hexdigest()
     assert provenance["file"] == SHIPPED_MODEL.name
-    assert provenance["encoder"] == checkpoint_hparams(SHIPPED_MODEL)["encoder"]
-    assert provenance["image_size"] == trained_image_size(SHIPPED_MODEL) == 384
+    shipped = read_checkpoint(SHIPPED_MODEL)
+    assert provenance["encoder"] == shipped.encoder
+    assert provenance["image_size"] == shipped.image_size == 384
     for key in ("commit", "device", "versions", "date", "trained_steps", "trained_by"):
         assert provenance[key], key
     assert 0.85 <= provenance["synthetic_valid"]["dice"] <= 1
@@ -38,7 +39,7 @@ def test_the_file_is_small_and_its_provenance_describes_it(provenance):
 def test_it_loads_offline_on_a_cpu_and_finds_the_nails_of_new_synthetic_photos(
         tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    model = load_model(SHIPPED_MODEL)
+    model = build_model(read_checkpoint(SHIPPED_MODEL))
     assert next(model.parameters()).dtype == torch.float32  # stored in half precision
     photos = generate_synthetic_dataset(tmp_path / "photos", 12, seed=2026, progress=False)
     dice = []

@@ -8,8 +8,7 @@ import torch
 
 from nailseg_common.data.synthetic import GENERATOR_VERSION
 from nailseg_common.setup.paths import REPO_ROOT
-from nailseg_common.training.fine_tuning import load_weights
-from nailseg_common.training.run_logs import SHIPPED_MODEL
+from nailseg_common.training.checkpoints import SHIPPED_MODEL, load_weights
 from nailseg_common.training.unet import LitNailSegmentation
 from tools import ship_model, time_to_accuracy_seeds
 

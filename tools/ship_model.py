@@ -30,28 +30,29 @@ import hashlib
 import json
 from pathlib import Path
 
-import torch
-
+from nailseg_common.core.clock import synchronized_now
+from nailseg_common.core.files import write_json
+from nailseg_common.course import start
 from nailseg_common.data.preparation import ensure_prepared, read_split
 from nailseg_common.data.synthetic import GENERATOR_VERSION, STYLES, photos_or_standin
-from nailseg_common.measure.profiling import synchronized_now
 from nailseg_common.pipelines.kornia_pipeline import load_cache
-from nailseg_common.setup.course import start
 from nailseg_common.setup.environment import device_description, library_versions
-from nailseg_common.setup.files import write_json
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import Profile, select_profile
-from nailseg_common.training.finetune import (
+from nailseg_common.training.checkpoints import (
+    Checkpoint,
+    load_weights,
+    read_checkpoint,
+    save_weights,
+)
+from nailseg_common.training.fine_tuning import (
     PhotosOnDevice,
     fine_tune,
-    load_weights,
     photos_on_device,
     predict_logits,
-    save_weights,
     score_photos,
     start_model,
 )
-from nailseg_common.training.run_logs import checkpoint_hparams
 from nailseg_common.training.unet import LitNailSegmentation
 
 
@@ -73,7 +74,7 @@ def mean_scores(model: LitNailSegmentation, data: DataLocation, image_size: int,
             "iou": round(float(table["iou"].mean()), 4), "images": len(table)}
 
 
-def timed_fine_tune(start_name: str, checkpoint: Path | None, standin: DataLocation,
+def timed_fine_tune(start_name: str, checkpoint: Checkpoint | None, standin: DataLocation,
                     cfg: Profile, seed: int) -> dict:
     """One start fine-tuned with notebook 06's code on the stand-in's training photos: seconds
     (fit only) and the scores of its validation photos, held out."""
@@ -87,21 +88,16 @@ def timed_fine_tune(start_name: str, checkpoint: Path | None, standin: DataLocat
             **mean_scores(model, standin, cfg.image_size, cfg.device)}
 
 
-def trained_steps(checkpoint: Path) -> int | None:
-    """The optimizer steps a Lightning checkpoint was written at (None in a weights-only file)."""
-    return torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True).get("global_step")
-
-
-def candidate(checkpoint: Path, synthetic: DataLocation, standin: DataLocation, cfg: Profile,
-              sizes: list[int], seeds: list[int]) -> dict:
+def candidate(checkpoint: Checkpoint, synthetic: DataLocation, standin: DataLocation,
+              cfg: Profile, sizes: list[int], seeds: list[int]) -> dict:
     """Every measurement of one candidate checkpoint (see the module's docstring)."""
-    encoder = checkpoint_hparams(checkpoint)["encoder"]
+    encoder = checkpoint.encoder
     cfg = dataclasses.replace(cfg, encoder=encoder)
     model = start_model("synthetic", encoder, cfg.finetune_lr, cfg.finetune_steps, checkpoint)
     parameters = sum(p.numel() for p in model.parameters())
-    return {"checkpoint": checkpoint.name, "encoder": encoder, "parameters": parameters,
+    return {"checkpoint": checkpoint.path.name, "encoder": encoder, "parameters": parameters,
             "half_precision_mib": round(2 * parameters / 2**20, 1),
-            "trained_steps": trained_steps(checkpoint),
+            "trained_steps": checkpoint.trained_steps,
             "synthetic_valid": mean_scores(model, synthetic, cfg.image_size, cfg.device),
             "zero_shot": {str(size): mean_scores(model, standin, size, cfg.device)
                           for size in sizes},
@@ -109,19 +105,18 @@ def candidate(checkpoint: Path, synthetic: DataLocation, standin: DataLocation, 
                            for seed in seeds]}
 
 
-def ship(checkpoint: Path, out: Path, cfg: Profile, synthetic: DataLocation,
+def ship(checkpoint: Checkpoint, out: Path, cfg: Profile, synthetic: DataLocation,
          provenance: dict) -> dict:
     """``checkpoint`` written in half precision to ``out``, scored again as written, with its
     provenance (``trained_steps`` among it) beside it; returns the provenance."""
-    hyper_parameters = checkpoint_hparams(checkpoint)
-    encoder = hyper_parameters["encoder"]
+    hyper_parameters, encoder = checkpoint.hyper_parameters, checkpoint.encoder
     model = load_weights(LitNailSegmentation(encoder), checkpoint).half()
     path = save_weights(model, out / f"unet-{encoder}.pt", cfg.image_size)
     as_written = load_weights(LitNailSegmentation(encoder), path)  # float32, rounded weights
     provenance = {"file": path.name, "bytes": path.stat().st_size,
                   "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "encoder": encoder,
                   "image_size": cfg.image_size, "stored_as": "float16 weights",
-                  "source_checkpoint": checkpoint.name,
+                  "source_checkpoint": checkpoint.path.name,
                   "hyper_parameters": hyper_parameters, **provenance,
                   "synthetic_valid": mean_scores(as_written, synthetic, cfg.image_size,
                                                  cfg.device)}
@@ -160,11 +155,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    candidates = [read_checkpoint(path) for path in args.candidates]  # each read once
     if args.ship is not None:  # checked before anything is measured
-        shipped = args.candidates[args.ship]
-        steps = trained_steps(shipped) or args.trained_steps
+        shipped = candidates[args.ship]
+        steps = shipped.trained_steps or args.trained_steps
         if not steps:
-            raise SystemExit(f"{shipped} does not record its training steps: pass --trained-steps.")
+            raise SystemExit(f"{shipped.path} does not record its training steps: pass --trained-steps.")
     args.out.mkdir(parents=True, exist_ok=True)
     profile = select_profile(args.profile, num_images=args.num_images)
     synthetic = ensure_prepared(profile)
@@ -178,8 +174,8 @@ def main(argv: list[str] | None = None) -> None:
     results = {**about, "standin": {"photos": args.photos, "held_out": len(held_out),
                                     "image_size": cfg.image_size, "batch_size": cfg.batch_size,
                                     "finetune_steps": cfg.finetune_steps, "seeds": seeds},
-               "candidates": [candidate(path, synthetic, standin, cfg, sizes, seeds)
-                              for path in args.candidates]}
+               "candidates": [candidate(read, synthetic, standin, cfg, sizes, seeds)
+                              for read in candidates]}
     if args.ship is not None:
         encoder = results["candidates"][args.ship]["encoder"]
         random_cfg = dataclasses.replace(cfg, encoder=encoder)

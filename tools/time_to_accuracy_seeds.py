@@ -28,11 +28,11 @@ from pathlib import Path
 
 import pytorch_lightning as pl
 
+from nailseg_common.core.files import write_json
 from nailseg_common.data.preparation import ensure_prepared
 from nailseg_common.measure.benchmark import reuse, train_loader_of, training_datamodule
 from nailseg_common.measure.timing import measure_training, resident_batches
 from nailseg_common.setup.environment import device_description, library_versions
-from nailseg_common.setup.files import write_json
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import Profile, select_profile, set_matmul_precision
 from nailseg_common.training.fast_training import (

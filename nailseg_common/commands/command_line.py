@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import torch
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from nailseg_common.core.errors import DataError
@@ -58,3 +59,10 @@ def lightning_ctrl_c() -> Iterator[None]:
     except SystemExit as stop:
         signal.signal(signal.SIGINT, handler)
         raise KeyboardInterrupt from stop
+
+
+def choose_device(choice: str) -> torch.device:
+    """``cuda`` or ``cpu``; ``auto`` is ``cuda`` when PyTorch sees a GPU."""
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise DataError("--device cuda, but PyTorch sees no CUDA GPU: use --device cpu (or auto).")
+    return torch.device("cuda" if choice != "cpu" and torch.cuda.is_available() else "cpu")

@@ -1,10 +1,10 @@
 """Fine-tune the course's model on your own photos, in one command: notebook 06's recipe.
 
-``python -m nailseg_common.commands.fine_tune PHOTOS_ROOT OUT``: PHOTOS_ROOT (``Images/<type>/`` and
+``nailseg-finetune PHOTOS_ROOT OUT``: PHOTOS_ROOT (``Images/<type>/`` and
 ``Masks/<type>/``, or flat ``Images/`` and ``Masks/``) is checked and prepared as notebook 06
-prepares its ``data_root`` (by :func:`~nailseg_common.course.start`; PHOTOS_ROOT is
-only read, the prepared files go to the data folder). The start is ``--checkpoint``, else
-notebook 06's synthetic start (:func:`~nailseg_common.commands.predict.choose_checkpoint`); every run
+prepares its ``data_root`` (PHOTOS_ROOT is only read, the prepared files go to the data
+folder). The start is ``--checkpoint``, else notebook 06's synthetic start
+(:func:`~nailseg_common.training.checkpoints.choose_checkpoint`), read once; every run
 follows the profile's ``finetune_*`` recipe with notebook 06's functions
 (:mod:`nailseg_common.training.fine_tuning`).
 
@@ -15,7 +15,7 @@ the command prints their means with standard errors and the paired gain of fine-
 Then it fine-tunes the start on all the photos and writes, each file whole or not at all:
 ``OUT/scores.csv`` (one row per photo), ``OUT/summary.json`` (recipe, profile, device,
 versions, date, scores) and, last, ``OUT/model.pt``, which
-``python -m nailseg_common.commands.predict --checkpoint OUT/model.pt`` reads.
+``nailseg-predict --checkpoint OUT/model.pt`` reads.
 
 Exit status: 0 done; 2, with one line naming the file and the fix, when an input cannot be
 used (see ``docs/troubleshooting.md``); 130 after Ctrl-C.
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import io
 import platform
 import sys
@@ -35,16 +36,26 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from nailseg_common.commands.command_line import create_out, lightning_ctrl_c, run_command
-from nailseg_common.commands.predict import choose_checkpoint, choose_device, load_model
+from nailseg_common.commands.command_line import (
+    choose_device,
+    create_out,
+    lightning_ctrl_c,
+    run_command,
+)
 from nailseg_common.core.errors import DataError
 from nailseg_common.core.files import staged_file, write_json
 from nailseg_common.core.statistics import Verdict, mean_spread
-from nailseg_common.course import start
+from nailseg_common.data.preparation import ensure_prepared, fit_batch_to_split
 from nailseg_common.pipelines.kornia_pipeline import BatchSlices
 from nailseg_common.setup.environment import device_description, library_versions
-from nailseg_common.setup.profiles import Profile, select_profile
+from nailseg_common.setup.profiles import (
+    Profile,
+    profile_name,
+    select_profile,
+    set_matmul_precision,
+)
 from nailseg_common.setup.progress import progress
+from nailseg_common.training.checkpoints import Checkpoint, choose_checkpoint, save_weights
 from nailseg_common.training.fine_tuning import (
     PhotosOnDevice,
     compare_starts,
@@ -54,7 +65,6 @@ from nailseg_common.training.fine_tuning import (
     paired_gain,
     photos_on_device,
     predict_logits,
-    save_weights,
     score_photos,
     start_model,
 )
@@ -72,9 +82,9 @@ STOPPED = (f"stopped (Ctrl-C): nothing half-written was kept ({MODEL} is written
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line, ``--help`` explaining each option; a wrong number exits 2."""
     parser = argparse.ArgumentParser(
-        prog="python -m nailseg_common.commands.fine_tune", description=__doc__.splitlines()[0],
+        prog="nailseg-finetune", description=__doc__.splitlines()[0],
         epilog="Exit status: 0 done; 2 no model written (the message says why); 130 stopped "
-               "by Ctrl-C. Then: python -m nailseg_common.commands.predict PHOTOS MASKS --checkpoint "
+               "by Ctrl-C. Then: nailseg-predict PHOTOS MASKS --checkpoint "
                "OUT/model.pt.")
     parser.add_argument("photos_root", metavar="PHOTOS_ROOT", type=Path,
                         help="your photos and masks: Images/<type>/ and Masks/<type>/, or flat "
@@ -151,7 +161,7 @@ def per_photo(tables: dict[str, pd.DataFrame], frame: pd.DataFrame, root: Path) 
 
 
 def score_and_fine_tune(cfg: Profile, frame: pd.DataFrame, photos: BatchSlices, folds: list,
-                        checkpoint: Path) -> tuple[dict[str, pd.DataFrame], LitNailSegmentation]:
+                        checkpoint: Checkpoint) -> tuple[dict[str, pd.DataFrame], LitNailSegmentation]:
     """Notebook 06's scores of every photo (``score_photos`` tables) by the start as it is
     and, cross-validated over ``folds`` (when there are some), fine-tuned from it; and the
     start fine-tuned on all the photos (none held out: it validates none). A bar counts the
@@ -200,33 +210,39 @@ def report(tables: dict[str, pd.DataFrame], checkpoint: Path) -> dict:
     return summary
 
 
-def finetune(args: argparse.Namespace, argv: list[str]) -> int:
+def fine_tune_photos(args: argparse.Namespace, argv: list[str]) -> int:
     """Score, fine-tune and write what ``args`` asks for; the exit status (0)."""
     out = args.out.expanduser().resolve()
     accelerator = (None if args.device == "auto"
                    else "gpu" if choose_device(args.device).type == "cuda" else "cpu")
-    profile = select_profile(args.profile, accelerator=accelerator)
-    checkpoint = choose_checkpoint(args.checkpoint, profile)
-    encoder = load_model(checkpoint).hparams.encoder  # a file that is not one: DataError
+    name = profile_name(args.profile)
+    checkpoint = choose_checkpoint(args.checkpoint, name)
+    if checkpoint is None:
+        raise DataError(f"No checkpoint of profile {name!r} and no model shipped with the "
+                        "course: pass --checkpoint PATH (a best-*.ckpt or a model.pt).")
     check_out(out, str(args.out), args.force)
-    cfg, data = start(profile.name, args.photos_root.expanduser(),
-                      image_size=args.image_size or profile.finetune_image_size,
-                      finetune_steps=args.steps, finetune_lr=args.lr, encoder=encoder,
-                      accelerator=accelerator)
+    profile = select_profile(name, accelerator=accelerator)
+    cfg = dataclasses.replace(profile, image_size=args.image_size or profile.finetune_image_size,
+                              finetune_steps=args.steps or profile.finetune_steps,
+                              finetune_lr=args.lr or profile.finetune_lr,
+                              encoder=checkpoint.encoder)
+    set_matmul_precision(cfg)
+    data = ensure_prepared(cfg, args.photos_root.expanduser())
+    cfg = fit_batch_to_split(cfg, data)
     create_out(out, str(args.out))  # before the runs: an OUT it cannot write stops it now
     frame, photos = photos_on_device(data, cfg)
     folds = k_folds(len(frame), min(args.folds, len(frame))) if args.cross_validation else []
-    print(f"start: {checkpoint}; {len(frame)} photos, "
+    print(f"start: {checkpoint.path}; {len(frame)} photos, "
           + (f"{len(folds)} folds" if folds else "no cross-validation")
           + f"; {cfg.finetune_steps} steps a run at {cfg.image_size} px, batch {cfg.batch_size}, "
           f"lr {cfg.finetune_lr}, on {cfg.device}")
     tables, model = score_and_fine_tune(cfg, frame, photos, folds, checkpoint)
-    summary = report(tables, checkpoint)
-    recipe = {"start": str(checkpoint), "encoder": cfg.encoder, "image_size": cfg.image_size,
+    summary = report(tables, checkpoint.path)
+    recipe = {"start": str(checkpoint.path), "encoder": cfg.encoder, "image_size": cfg.image_size,
               "batch_size": cfg.batch_size, "steps": cfg.finetune_steps, "lr": cfg.finetune_lr,
               "keep_statistics": cfg.finetune_keep_statistics, "precision": cfg.precision,
               "folds": len(folds)}
-    run = {"command": ["python", "-m", "nailseg_common.commands.fine_tune", *argv],
+    run = {"command": ["nailseg-finetune", *argv],
            "date": datetime.now(UTC).isoformat(timespec="seconds"),
            "photos_root": str(data.raw), "photos": len(frame), "profile": cfg.name,
            "device": str(cfg.device), "machine": device_description(),
@@ -234,8 +250,8 @@ def finetune(args: argparse.Namespace, argv: list[str]) -> int:
            "versions": {"python": platform.python_version(), **library_versions()}}
     write_outputs(out, per_photo(tables, frame, data.raw), run, model, cfg.image_size)
     print(f"{out / MODEL}: fine-tuned on all {len(frame)} photos; per-photo scores in "
-          f"{SCORES}, the run in {SUMMARY}. Masks for new photos: python -m "
-          f"nailseg_common.commands.predict PHOTOS MASKS --checkpoint {out / MODEL}")
+          f"{SCORES}, the run in {SUMMARY}. Masks for new photos: nailseg-predict PHOTOS "
+          f"MASKS --checkpoint {out / MODEL}")
     return 0
 
 
@@ -256,9 +272,9 @@ def write_outputs(out: Path, scores: pd.DataFrame, run: dict, model: LitNailSegm
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m nailseg_common.commands.fine_tune``: the exit status; errors as one line on stderr."""
+    """``nailseg-finetune``: the exit status; errors as one line on stderr."""
     argv = sys.argv[1:] if argv is None else argv
-    return run_command(lambda: finetune(parse_args(argv), argv), STOPPED)
+    return run_command(lambda: fine_tune_photos(parse_args(argv), argv), STOPPED)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Nail masks and overlays for new photos, by a trained course model.
 
-``python -m nailseg_common.commands.predict IMAGES OUT``: for every JPEG or PNG photo under IMAGES
+``nailseg-predict IMAGES OUT``: for every JPEG or PNG photo under IMAGES
 (recursively; or IMAGES itself when it is one file), OUT gets, at the photo's path relative
 to IMAGES, ``<stem>.png``, the mask (one channel, 0 or 255) at the size a photo viewer shows
 the photo (its EXIF orientation applied, as preparation reads it), and
@@ -8,9 +8,9 @@ the photo (its EXIF orientation applied, as preparation reads it), and
 to its training side, as validation does; its probabilities are upsampled bilinearly to the
 photo's size and thresholded at 0.5.
 
-The model is :func:`choose_checkpoint`'s (``--checkpoint``, else found); it sees photos at
-``--image-size``, else at the side it was trained at (:func:`trained_image_size`), else
-at the profile's ``image_size``.
+The model is ``--checkpoint``, else the better of the profile's newest and the shipped one
+(:func:`~nailseg_common.training.checkpoints.choose_checkpoint`), read once; it sees photos at
+``--image-size``, else at the side it was trained at, else at the profile's ``image_size``.
 
 No input is ever overwritten, and no output read back: OUT must be new, empty, or a folder
 an earlier run wrote (it holds the hidden :data:`MARKER`, written before the first output);
@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import pickle
 import sys
 from pathlib import Path
 from typing import NamedTuple
@@ -41,22 +40,25 @@ from typing import NamedTuple
 import numpy as np
 import torch
 import torch.nn.functional as F
-import yaml
 from PIL import Image
 from torch import nn
 
-from nailseg_common.commands.command_line import create_out, run_command, unwritable_out
+from nailseg_common.commands.command_line import (
+    choose_device,
+    create_out,
+    run_command,
+    unwritable_out,
+)
 from nailseg_common.core.errors import DataError
 from nailseg_common.core.files import staged_file
 from nailseg_common.data.images import read_rgb
 from nailseg_common.data.preparation import IMAGE_SUFFIXES
 from nailseg_common.pipelines.albumentations_pipeline import valid_transform
 from nailseg_common.setup.paths import runs_dir, shown
-from nailseg_common.setup.profiles import Profile, select_profile
+from nailseg_common.setup.profiles import PROFILES, profile_name
 from nailseg_common.setup.progress import progress
-from nailseg_common.training.fine_tuning import load_weights, predict_logits
-from nailseg_common.training.run_logs import SHIPPED_MODEL, checkpoint_hparams, resolve_checkpoint
-from nailseg_common.training.unet import LitNailSegmentation
+from nailseg_common.training.checkpoints import SHIPPED_MODEL, build_model, choose_checkpoint
+from nailseg_common.training.fine_tuning import predict_logits
 
 MASK_SUFFIX, OVERLAY_SUFFIX = ".png", "_overlay.jpg"
 MARKER = ".nailseg-predict"
@@ -72,56 +74,6 @@ STOPPED = ("stopped (Ctrl-C): each mask and overlay written so far is whole, non
 TINT, OPACITY = (255, 0, 0), 0.45
 """The overlay's colour of nail pixels, and how much of it covers the photo there."""
 
-NOT_A_CHECKPOINT = (LookupError, EOFError, RuntimeError, TypeError, ValueError, AttributeError,
-                    pickle.UnpicklingError)
-"""What loading a file that is not a course checkpoint raises (no pickle, no
-``hyper_parameters`` or ``encoder``, other layers)."""
-
-
-def choose_checkpoint(checkpoint: str, profile: Profile) -> Path:
-    """``checkpoint`` when given, else of the newest ``best-*.ckpt`` of notebook 02 or 04 in
-    ``profile`` and the model the course ships, the one that recorded the better synthetic
-    validation Dice (:func:`~nailseg_common.training.run_logs.resolve_checkpoint`); DataError
-    when the file given is missing, or nothing is given and there is neither."""
-    try:
-        found = resolve_checkpoint(checkpoint, profile)
-    except (ValueError, FileNotFoundError) as error:
-        raise DataError(str(error)) from None
-    if found is None:
-        raise DataError(f"No checkpoint of profile {profile.name!r} under "
-                        f"{runs_dir() / profile.name} and no {SHIPPED_MODEL}: run notebook 02 "
-                        "(or 04) in this profile first, or pass --checkpoint PATH (a best-*.ckpt).")
-    return found
-
-
-def trained_image_size(checkpoint: Path) -> int | None:
-    """The image side ``checkpoint``'s model was trained at: the file's own ``image_size``
-    (written by :func:`~nailseg_common.training.fine_tuning.save_weights`), else the profile its run's CSV
-    log recorded (``<run>/version_N/hparams.yaml`` beside ``checkpoints/``); None when neither
-    says. Call it on a file :func:`load_model` has read."""
-    size = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True).get("image_size")
-    if size is None:
-        logged = checkpoint.parent.parent / "hparams.yaml"
-        try:
-            size = (yaml.safe_load(logged.read_text()) or {}).get("profile", {}).get("image_size")
-        except (OSError, yaml.YAMLError, AttributeError):
-            return None
-    return size if isinstance(size, int) and size > 0 else None
-
-
-def load_model(checkpoint: Path) -> LitNailSegmentation:
-    """The course's U-Net with every weight of ``checkpoint``, in eval mode; DataError naming
-    the file when it is not a checkpoint of that model."""
-    try:
-        encoder = checkpoint_hparams(checkpoint)["encoder"]
-        return load_weights(LitNailSegmentation(encoder), checkpoint).eval()
-    except OSError as error:
-        raise DataError(f"Cannot read checkpoint {checkpoint} ({error.strerror or error}).") from None
-    except NOT_A_CHECKPOINT as error:
-        reason = (str(error).strip().splitlines() or [""])[0][:100]
-        raise DataError(f"{checkpoint} is not a checkpoint of this course's U-Net "
-                        f"({type(error).__name__}: {reason}): pass a best-*.ckpt written by "
-                        "notebook 02 or 04 (or notebook 08's final.ckpt).") from None
 
 
 def predict_mask(model: nn.Module, photo: np.ndarray, image_size: int,
@@ -210,7 +162,7 @@ def claim(out: Path, shown: str) -> None:
     when it cannot be written."""
     create_out(out, shown)
     try:
-        (out / MARKER).write_text("Written by python -m nailseg_common.commands.predict: this folder "
+        (out / MARKER).write_text("Written by nailseg-predict: this folder "
                                   "holds masks and overlays, and is never read as photos.\n")
     except OSError as error:
         raise unwritable_out(shown, error.strerror or str(error)) from None
@@ -246,17 +198,10 @@ def write_outputs(photo: np.ndarray, mask: np.ndarray, paths: tuple[Path, Path])
                             "or pass an OUT folder you can write.") from None
 
 
-def choose_device(choice: str) -> torch.device:
-    """``cuda`` or ``cpu``; ``auto`` is ``cuda`` when PyTorch sees a GPU."""
-    if choice == "cuda" and not torch.cuda.is_available():
-        raise DataError("--device cuda, but PyTorch sees no CUDA GPU: use --device cpu (or auto).")
-    return torch.device("cuda" if choice != "cpu" and torch.cuda.is_available() else "cpu")
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line, ``--help`` explaining each option; a wrong ``--image-size`` exits 2."""
     parser = argparse.ArgumentParser(
-        prog="python -m nailseg_common.commands.predict", description=__doc__.splitlines()[0],
+        prog="nailseg-predict", description=__doc__.splitlines()[0],
         epilog="Exit status: 0 done; 1 some photos or folders could not be read, or are in "
                "another format (listed, the others written); 2 nothing done (the message says "
                "why); 130 stopped by Ctrl-C.")
@@ -310,11 +255,14 @@ def predict(args: argparse.Namespace) -> int:
     paths = output_paths(found.photos, root, out)
     check_out(out, str(args.out), [t for targets in paths.values() for t in targets], found.photos)
     device = choose_device(args.device)
-    # only the profile's name and image_size matter here; --device says where to run
-    profile = select_profile(args.profile, accelerator="cpu")
-    checkpoint = choose_checkpoint(args.checkpoint, profile)
-    model = load_model(checkpoint).to(device)
-    image_size = args.image_size or trained_image_size(checkpoint) or profile.image_size
+    name = profile_name(args.profile)  # where a checkpoint is looked for; --device says where to run
+    checkpoint = choose_checkpoint(args.checkpoint, name)
+    if checkpoint is None:
+        raise DataError(f"No checkpoint of profile {name!r} under {runs_dir() / name} and no "
+                        f"{SHIPPED_MODEL}: run notebook 02 (or 04) in this profile first, or "
+                        "pass --checkpoint PATH (a best-*.ckpt).")
+    model = build_model(checkpoint).to(device)
+    image_size = args.image_size or checkpoint.image_size or PROFILES[name].image_size
     claim(out, str(args.out))
     skipped = []
     with torch.inference_mode():
@@ -328,7 +276,7 @@ def predict(args: argparse.Namespace) -> int:
             write_outputs(rgb, predict_mask(model, rgb, image_size, device), targets)
     print(f"{len(found.photos) - len(skipped)} of {len(found.photos)} photos have a mask under "
           f"{shown(out)} (<stem>{MASK_SUFFIX} and <stem>{OVERLAY_SUFFIX}); model "
-          f"{shown(checkpoint)} at {image_size}x{image_size} on {device}.")
+          f"{shown(checkpoint.path)} at {image_size}x{image_size} on {device}.")
     return report(found, skipped, root)
 
 
@@ -358,7 +306,7 @@ def report(found: Found, skipped: list[Path], root: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m nailseg_common.commands.predict``: the exit status; errors as one line on stderr."""
+    """``nailseg-predict``: the exit status; errors as one line on stderr."""
     return run_command(lambda: predict(parse_args(argv)), STOPPED)
 
 

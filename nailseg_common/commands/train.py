@@ -1,4 +1,4 @@
-"""The course's training command, ``python -m nailseg_common.commands.train --help``, and
+"""The course's training command, ``nailseg-train --help``, and
 :func:`launch_training`, which runs it from a notebook as a terminal would.
 
 Notebook 08 teaches the code (:mod:`nailseg_common.training.multi_gpu`; its options are

@@ -127,18 +127,24 @@ def default_profile_name() -> str:
     return "gpu" if gpu_available() else "cpu"
 
 
+def profile_name(name: str | None = None) -> str:
+    """``name``, or when empty :func:`default_profile_name`; DataError when it is no profile."""
+    name = (name or "").strip() or default_profile_name()
+    if name not in PROFILES:
+        raise DataError(f"Unknown profile {name!r}: choose one of {sorted(PROFILES)} "
+                        "(set NAILSEG_PROFILE, the notebook's `profile` parameter or --profile).")
+    return name
+
+
 def select_profile(name: str | None = None, **overrides) -> Profile:
     """The profile called ``name`` (empty: :func:`default_profile_name`), with overrides.
 
     Overrides whose value is ``None`` are ignored, so a ``parameters`` cell can list
     every knob as ``None`` and let the profile decide. A wrong name, field or accelerator is
-    a :class:`~nailseg_common.data.images.DataError` (a ``ValueError``), which the command lines
+    a :class:`~nailseg_common.core.errors.DataError` (a ``ValueError``), which the command lines
     print as one line and a notebook shows without a traceback.
     """
-    name = (name or "").strip() or default_profile_name()
-    if name not in PROFILES:
-        raise DataError(f"Unknown profile {name!r}: choose one of {sorted(PROFILES)} "
-                         "(set NAILSEG_PROFILE or the notebook's `profile` parameter).")
+    name = profile_name(name)
     profile = PROFILES[name]
     fields = {f.name for f in dataclasses.fields(Profile)}
     unknown = set(overrides) - fields

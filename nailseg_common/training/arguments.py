@@ -1,4 +1,4 @@
-"""The command line of ``python -m nailseg_common.commands.train`` (notebook 08): its options, the
+"""The command line of ``nailseg-train`` (notebook 08): its options, the
 run's profile, the problems caught before anything starts, and the header of its results.
 
 Every option that changes the run is an argument; what is not given comes from the profile
@@ -33,7 +33,7 @@ KORNIA_UNDER_DDP = (
 
 def argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m nailseg_common.commands.train",
+        prog="nailseg-train",
         description="Train the course's U-Net on one or more devices of one machine (Lightning "
                     "DDP, a DALI shard per rank) until a target IoU, or validate a checkpoint.")
     add = parser.add_argument

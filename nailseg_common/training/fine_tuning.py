@@ -29,6 +29,7 @@ from nailseg_common.pipelines.kornia_pipeline import (
 from nailseg_common.setup.environment import cache_only_when_offline
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import Profile
+from nailseg_common.training.checkpoints import Checkpoint, load_weights
 from nailseg_common.training.depthwise import run_depthwise_as
 from nailseg_common.training.fast_training import FastNailSegmentation
 from nailseg_common.training.run_logs import read_metrics
@@ -38,23 +39,11 @@ from nailseg_common.training.unet import LitNailSegmentation, per_image_dice, pe
 STARTS = ("random", "synthetic", "imagenet")
 
 
-def load_weights(model: LitNailSegmentation, checkpoint: str | Path) -> LitNailSegmentation:
-    """Copy every weight of a ``LitNailSegmentation`` checkpoint into ``model``; a checkpoint
-    of another encoder raises ``ValueError``."""
-    saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    encoder = saved["hyper_parameters"]["encoder"]
-    if encoder != model.hparams.encoder:
-        raise ValueError(f"{checkpoint} holds a U-Net with a {encoder!r} encoder, the model has "
-                         f"{model.hparams.encoder!r}: build the model with encoder={encoder!r}.")
-    model.load_state_dict(saved["state_dict"])
-    return model
-
-
 def start_model(start: str, encoder: str, lr: float, max_steps: int,
-                checkpoint: str | Path | None = None, seed: int = 0) -> LitNailSegmentation:
+                checkpoint: Checkpoint | None = None, seed: int = 0) -> LitNailSegmentation:
     """The U-Net to fine-tune from ``start`` (:data:`STARTS`), with AdamW's fused kernel (one
     launch per step instead of dozens: launches are what a small batch's step costs).
-    ``"synthetic"`` needs ``checkpoint``. ``"imagenet"`` downloads the encoder once from the
+    ``"synthetic"`` needs ``checkpoint`` (read once, loaded for every run). ``"imagenet"`` downloads the encoder once from the
     Hugging Face Hub; offline, ``cache_only_when_offline`` makes the client read its cache
     instead of retrying each file, and ``RuntimeError`` says what to do. ``run_depthwise_as``
     keeps depthwise convolutions in float32: a GPU's first step skips cuDNN compiling them."""
@@ -259,13 +248,3 @@ def recommend_start(tables: dict[str, pd.DataFrame]) -> dict:
         lead = gain["gain"] / gain["gain_se"] if gain["gain_se"] > 0 else math.nan
         advice.update(runner_up=runner_up, **gain, lead_se=lead)
     return advice
-
-
-def save_weights(model: LitNailSegmentation, path: str | Path, image_size: int) -> Path:
-    """``model``'s weights as :func:`load_weights` reads them, with the ``image_size`` it was
-    trained at (``nailseg_common.commands.predict`` reads it); returns ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"hyper_parameters": dict(model.hparams), "state_dict": model.state_dict(),
-                "image_size": image_size}, path)
-    return path

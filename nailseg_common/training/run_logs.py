@@ -11,25 +11,17 @@ notebooks 03 and 04 can compare against notebook 02's logged run. :class:`EpochR
 reports the rates of ``TrainingSpeed``; :func:`runs_with_baseline`, :func:`runs_table` and
 :func:`baseline_verdict` are the comparison plumbing of notebooks 03 and 04, and
 :func:`outline_verdict` judges a run against the course's accuracy target (notebook 02).
-
-The best checkpoint a run keeps is notebook 06's synthetic start: :func:`find_checkpoint`
-finds the newest of notebooks 02 and 04 in a profile, :func:`recorded_dice` reads the score
-it recorded, :func:`resolve_checkpoint` picks the better of it and :data:`SHIPPED_MODEL`, and
-:func:`checkpoint_hparams` says which encoder it holds.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import statistics
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytorch_lightning as pl
-import torch
 from pytorch_lightning.callbacks import Callback, ModelCheckpoint
 from pytorch_lightning.loggers import CSVLogger
 
@@ -195,50 +187,3 @@ def outline_verdict(val_dice_per_image, labels) -> Verdict:
     level = outline_levels(labels[: len(val_dice_per_image)])["2 px larger"]
     return Verdict("hard Dice", val_dice_per_image.mean().item(), level.mean(),
                    difference_spread(val_dice_per_image, level), "masks drawn 2 px too large")
-
-
-CHECKPOINT_RUNS = ("02_lightning_baseline", "04_dali")
-"""The runs whose best checkpoint is the course's synthetic-pretrained model."""
-SHIPPED_MODEL = Path(__file__).parents[1] / "pretrained" / "unet-mobilenet_v2.pt"
-"""The synthetic-pretrained model the course ships; its provenance is the ``.json`` beside it."""
-
-
-def find_checkpoint(profile: Profile, runs: tuple[str, ...] = CHECKPOINT_RUNS) -> Path | None:
-    """The newest ``best-*.ckpt`` of ``runs`` in ``profile``
-    (``runs_dir()/<profile>/<run>/version_*/checkpoints/``); ``None`` when there is none."""
-    found = [path for run in runs
-             for path in (runs_dir() / profile.name / run).glob("*/checkpoints/best-*.ckpt")]
-    return max(found, key=lambda path: path.stat().st_mtime, default=None)
-
-
-def recorded_dice(checkpoint: Path) -> float:
-    """The hard Dice on synthetic validation images that ``checkpoint`` recorded: its
-    ``ModelCheckpoint``'s best score, or the shipped model's provenance; NaN when neither."""
-    if checkpoint == SHIPPED_MODEL:
-        return json.loads(SHIPPED_MODEL.with_suffix(".json").read_text())["synthetic_valid"]["dice"]
-    saved = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
-    scores = [state["best_model_score"] for name, state in saved.get("callbacks", {}).items()
-              if name.startswith("ModelCheckpoint") and state.get("best_model_score") is not None]
-    return float(scores[0]) if scores else math.nan
-
-
-def resolve_checkpoint(checkpoint: str | Path, profile: Profile) -> Path | None:
-    """``checkpoint`` when given (it must exist); else of :func:`find_checkpoint` and
-    :data:`SHIPPED_MODEL`, the one with the better :func:`recorded_dice`; ``None`` when
-    there is neither."""
-    if not checkpoint:
-        found = [path for path in (find_checkpoint(profile), SHIPPED_MODEL)
-                 if path is not None and path.is_file()]
-        return max(found, key=lambda path: -1.0 if math.isnan(score := recorded_dice(path))
-                   else score, default=None)
-    path = Path(checkpoint).expanduser()
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint={str(checkpoint)!r} is not a file: pass the path of "
-                                "a best-*.ckpt written by notebook 02 or 04, or leave it empty to "
-                                "use the better of this profile's newest one and the course's.")
-    return path
-
-
-def checkpoint_hparams(checkpoint: str | Path) -> dict:
-    """The hyperparameters a ``LitNailSegmentation`` checkpoint was made with (``encoder``...)."""
-    return torch.load(checkpoint, map_location="cpu", weights_only=True)["hyper_parameters"]

@@ -5,7 +5,7 @@ shows them (:func:`relative_paths`); code is left as it is.
 
     python -m tools.publishing.compress published/0*.ipynb --quality 75
 
-Notebooks embed their figures as JPEG at ``nailseg_common.setup.course.FIGURE_QUALITY`` (sharp on
+Notebooks embed their figures as JPEG at ``nailseg_common.course.FIGURE_QUALITY`` (sharp on
 screen); the published edition trades some of that for its size cap
 (``tests/test_published.py``).
 """
