@@ -659,6 +659,9 @@ def test_site_opens_in_a_browser_without_console_errors(browser, rendered, tmp_p
     site = rendered / "site"
     assert browser.open((site / "index.html").as_uri()) == []
     assert browser.evaluate("document.querySelectorAll('li a').length") == 2
+    listed = browser.evaluate("document.querySelector('ol').innerText")
+    assert BLOG_META["description"] in listed and "testing, jekyll" in listed
+    assert browser.evaluate("document.querySelector('li a').textContent") == TITLE
     index_shot = browser.screenshot(tmp_path / "index.png")
 
     assert browser.open((site / "01-test-post.html").as_uri()) == []

@@ -12,21 +12,24 @@
   docs/posts.md); figures in ``<posts>/../assets/images/<slug>/``
   linked relatively (the permalink is one level deep, so the same relative link works on
   disk and in the built blog, whatever its ``baseurl``);
-* a self-contained static site: ``<site>/index.html`` and one page per notebook (figures
-  embedded, CSS inlined, no script or font from a CDN, so it works offline).
+* a self-contained static site: ``<site>/index.html`` (every notebook with its date,
+  description and categories) and one page per notebook (figures embedded, CSS inlined, no
+  script or font from a CDN, so it works offline).
 
 ``series.yml`` ties the course's numbering to the original series: every post opens with
 the part it remakes (or says it is new) and the whole mapping; its prose links the docs in
 ``links`` at their first mention and every "notebook 0N" to that post (a relative link that
 works in Jekyll and in the site).
 
-Both are rendered with nbconvert from a cleaned copy of each notebook: ANSI codes removed;
-carriage-return progress collapsed to its last state; Python warnings dropped from stderr,
-which then reads as plain output; matplotlib reprs dropped; ``<style>`` blocks removed from
-HTML outputs; tables made readable (no NaN, ranges as "972–1050") and split into column
-groups to fit a 740 px column, printed tables likewise and long printed lines wrapped; tables
-over 20 rows and logs over 40 lines shortened to head and tail; figures given alt text
-(``figure_alt``); papermill's injected parameters labelled. Local paths are rewritten
+Both are rendered by nbconvert's exporters (Markdown, and HTML with its ``lab`` template),
+each with a small template of ours, from a cleaned copy of each notebook: ANSI codes
+removed; streams merged and carriage-return progress collapsed to its last state
+(``CoalesceStreamsPreprocessor``); Python warnings dropped from stderr, which then reads
+as plain output; matplotlib reprs dropped; ``<style>`` blocks removed from HTML outputs;
+tables made readable (no NaN, ranges as "972–1050") and split into column groups to fit a
+740 px column, printed tables likewise and long printed lines wrapped; tables over 20 rows
+and logs over 40 lines shortened to head and tail; figures given alt text (``figure_alt``);
+papermill's injected parameters labelled. Local paths are rewritten
 from where each notebook ran: the repository root found in its outputs and papermill paths
 becomes relative, home folders ``~``, site-packages ``<site-packages>``, ``/tmp`` ``<tmp>``
 (``--replace`` adds more); a render that still shows an absolute local path fails, naming
@@ -44,7 +47,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import copy
 import datetime as dt
 import functools
 import html
@@ -60,7 +62,8 @@ import nbformat
 import yaml
 from jinja2 import DictLoader
 from nbconvert import HTMLExporter, MarkdownExporter
-from nbformat.v4 import new_markdown_cell
+from nbconvert.preprocessors import CoalesceStreamsPreprocessor
+from nbformat.v4 import new_markdown_cell, new_notebook
 from traitlets.config import Config
 
 from nailseg_common.setup import paths
@@ -75,6 +78,8 @@ MATPLOTLIB_REPR_RE = re.compile(r"\[?<matplotlib\.[^\n]*>\]?|Text\([^\n]*\)")
 SHOW_RE = re.compile(r"^plt\.show\(\)", re.MULTILINE)  # top level, not in a def
 DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
 NUMBERED_TITLE_RE = re.compile(r"^\d+\s*[·.:-]\s*")
+COALESCE = CoalesceStreamsPreprocessor()
+TITLE_TAG = "blog-title"  # the post's title cell: its layout prints the title
 TEXT_MIME_TYPES = ("text/plain", "text/html", "text/markdown", "text/latex")
 
 # Paths no reader should see: a post or page holding one fails the render.
@@ -131,7 +136,10 @@ nav.site-nav a { color: var(--jp-brand-color1); text-decoration: none; }
 {%- endblock extra_css -%}
 {%- block body_header -%}
 {{ super() }}
-<nav class="site-nav">{{ resources.site_nav }}</nav>
+{%- if resources.site_nav %}
+<nav class="site-nav">{% for href, text in resources.site_nav %}
+<a href="{{ href }}">{{ text | escape_html }}</a>{% endfor %}</nav>
+{%- endif %}
 {%- endblock body_header -%}
 {% block data_png scoped %}
 <div class="jp-RenderedImage jp-OutputArea-output">
@@ -155,21 +163,6 @@ POST_TEMPLATE = """\
 {% block data_jpg %}
 ![{{ output.metadata.alt }}]({{ output.metadata.filenames['image/jpeg'] | path2url }})
 {% endblock data_jpg %}
-"""
-
-INDEX_STYLE = """
-body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0;
-  color: #1f2328; background: #fff; }
-main { max-width: 52em; margin: 2.5em auto; padding: 0 1.5em; }
-h1 { font-size: 1.9em; margin-bottom: 0.2em; }
-p.lead { color: #57606a; margin-top: 0; }
-ol { list-style: none; padding: 0; }
-li { border-top: 1px solid #d0d7de; padding: 1em 0; }
-li a { font-size: 1.25em; font-weight: 600; color: #0969da; text-decoration: none; }
-li p { margin: 0.3em 0; }
-.meta { color: #57606a; font-size: 0.9em; }
-.tag { display: inline-block; background: #ddf4ff; color: #0550ae; border-radius: 1em;
-  padding: 0 0.6em; margin-right: 0.3em; font-size: 0.85em; }
 """
 
 
@@ -209,12 +202,6 @@ def slugify(name: str) -> str:
 
 
 # -- dates -------------------------------------------------------------------------------
-
-
-def run_date(notebook: nbformat.NotebookNode) -> dt.date | None:
-    """The day the notebook started running (UTC): papermill's start, else the first cell's."""
-    ran = run_time(notebook)
-    return ran.date() if ran else None
 
 
 def run_time(notebook: nbformat.NotebookNode) -> dt.datetime | None:
@@ -304,14 +291,6 @@ def find_local_paths(text: str, prefixes=()) -> list[tuple[int, str]]:
 
 
 # -- outputs -----------------------------------------------------------------------------
-
-
-def collapse_carriage_returns(text: str) -> str:
-    """Keep what a terminal would show last on each line (progress bars)."""
-    lines = text.replace("\r\n", "\n").split("\n")
-    return "\n".join(
-        next((s for s in reversed(line.split("\r")) if s.strip()), "") for line in lines
-    )
 
 
 def drop_warnings(text: str) -> str:
@@ -591,22 +570,6 @@ def _wrap(line: str, columns: int) -> list[str]:
                          drop_whitespace=True) or [line]  # fmt: skip
 
 
-def _merge_streams(outputs: list) -> list:
-    merged: list = []
-    for output in outputs:
-        previous = merged[-1] if merged else None
-        if (
-            output.output_type == "stream"
-            and previous is not None
-            and previous.output_type == "stream"
-            and previous.name == output.name
-        ):
-            previous.text += output.text
-        else:
-            merged.append(output)
-    return merged
-
-
 def _plain_text(markdown: str) -> str:
     text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", markdown)
     return re.sub(r"\s+", " ", re.sub(r"[*_`#\[\]]", "", text)).strip()
@@ -683,11 +646,11 @@ def figure_alt(output, source: str, heading: str,
 def _clean_outputs(cell, replacements: dict[str, str], heading: str, where: str,
                    described: dict | None = None, alts: set | None = None) -> list[str]:
     """Clean one code cell's outputs in place; return warnings about them."""
-    warnings = []
-    cleaned = []
-    for output in _merge_streams(cell.outputs):
+    warnings, cleaned = [], []
+    COALESCE.preprocess_cell(cell, {}, 0)  # consecutive streams merged, progress collapsed
+    for output in cell.outputs:
         if output.output_type == "stream":
-            text = IDLE_PROGRESS_RE.sub("", collapse_carriage_returns(ANSI_RE.sub("", output.text)))
+            text = IDLE_PROGRESS_RE.sub("", ANSI_RE.sub("", output.text).replace("\r", ""))
             if output.name == "stderr":
                 text = drop_warnings(text)
             output.name = "stdout"  # what is left of stderr is information, not an error
@@ -720,7 +683,8 @@ def _clean_outputs(cell, replacements: dict[str, str], heading: str, where: str,
                     alts.add(alt)
                 output.metadata["alt"] = alt
         cleaned.append(output)
-    cell.outputs = _merge_streams(cleaned)
+    cell.outputs = cleaned
+    COALESCE.preprocess_cell(cell, {}, 0)
     for output in cell.outputs:
         if output.output_type == "stream":
             output.text = readable_text(shorten_log(output.text))
@@ -751,7 +715,7 @@ def _problems(notebook: nbformat.NotebookNode) -> list[str]:
             problems.append('blog metadata "categories" must be a non-empty list of strings')
         date = blog.get("date")
         if not (isinstance(date, str) and DATE_RE.fullmatch(date)) and (
-            date is not None or run_date(notebook) is None
+            date is not None or run_time(notebook) is None
         ):
             problems.append('blog metadata "date" must be a "YYYY-MM-DD" string')
     for index, cell in enumerate(notebook.cells):
@@ -922,14 +886,16 @@ def series_opening(article: Article, series: dict, pages: dict[int, str]) -> str
 
 
 def prepare(article: Article, series: dict, pages: dict[int, str]) -> None:
-    """Link the prose, then put the title without its number and the series opening first."""
+    """Link the prose, then put the title without its number (a cell tagged ``TITLE_TAG``: a
+    post leaves it to its layout) and the series opening first."""
     link_prose(article, series, pages)
-    first = next(
-        c for c in article.notebook.cells if c.cell_type == "markdown" and c.source.startswith("# ")
-    )
-    rest = first.source.partition("\n")[2].lstrip("\n")
-    opening = series_opening(article, series, pages)
-    first.source = f"# {article.meta['title']}\n\n{opening}\n\n{rest}".rstrip() + "\n"
+    cells = article.notebook.cells
+    at = next(i for i, c in enumerate(cells) if c.cell_type == "markdown"
+              and c.source.startswith("# "))  # fmt: skip
+    rest = cells[at].source.partition("\n")[2].lstrip("\n")
+    cells[at].source = f"{series_opening(article, series, pages)}\n\n{rest}".rstrip() + "\n"
+    title = f"# {article.meta['title']}"
+    cells.insert(at, new_markdown_cell(title, id=TITLE_TAG, metadata={"tags": [TITLE_TAG]}))
 
 
 # -- rendering ---------------------------------------------------------------------------
@@ -969,19 +935,10 @@ def front_matter(article: Article, series: dict, theme: dict, image: str | None)
     return f"---\n{dumped}---\n"
 
 
-def _without_title(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """A copy without the leading ``# Title`` line: the blog layout prints the title."""
-    notebook = copy.deepcopy(notebook)
-    first = notebook.cells[0] if notebook.cells else None
-    if first is not None and first.cell_type == "markdown" and first.source.startswith("# "):
-        first.source = first.source.partition("\n")[2].lstrip("\n")
-    return notebook
-
-
-def _exporter_config() -> Config:
+def _exporter_config(extra_tags: tuple[str, ...] = ()) -> Config:
     config = Config()
     config.TagRemovePreprocessor.enabled = True
-    config.TagRemovePreprocessor.remove_cell_tags = ("remove-cell",)
+    config.TagRemovePreprocessor.remove_cell_tags = ("remove-cell",) + extra_tags
     config.TagRemovePreprocessor.remove_input_tags = ("remove-input",)
     config.TagRemovePreprocessor.remove_all_outputs_tags = ("remove-output",)
     return config
@@ -991,7 +948,7 @@ def render_post(
     article: Article, series: dict, posts_dir: Path, assets_dir: Path, theme: dict
 ) -> tuple[Path, str, dict[Path, bytes]]:
     """The post's path, its text and its figures (path: bytes)."""
-    config = _exporter_config()
+    config = _exporter_config((TITLE_TAG,))
     config.ExtractOutputPreprocessor.enabled = True
     exporter = MarkdownExporter(
         config=config,
@@ -1001,7 +958,7 @@ def render_post(
     figures_dir = assets_dir / article.slug
     link_base = Path(os.path.relpath(figures_dir, posts_dir)).as_posix()
     body, resources = exporter.from_notebook_node(
-        _without_title(article.notebook),
+        article.notebook,
         resources={"output_files_dir": link_base, "unique_key": article.slug},
     )
     figures = {figures_dir / Path(name).name: data for name, data in resources["outputs"].items()}
@@ -1016,52 +973,38 @@ def render_post(
     return posts_dir / article.post_name, text, figures
 
 
-def _nav(articles: list[Article], index: int) -> str:
-    links = ['<a href="index.html">&larr; All notebooks</a>']
-    if index > 0:
-        prev = articles[index - 1]
-        links.append(f'<a href="{prev.page_name}">Previous: {html.escape(prev.meta["title"])}</a>')
-    if index + 1 < len(articles):
-        nxt = articles[index + 1]
-        links.append(f'<a href="{nxt.page_name}">Next: {html.escape(nxt.meta["title"])}</a>')
-    return " ".join(links)
-
-
-def render_page(articles: list[Article], index: int) -> str:
-    """One notebook's self-contained HTML page."""
-    article = articles[index]
-    exporter = HTMLExporter(
+@functools.cache
+def _page_exporter() -> HTMLExporter:
+    return HTMLExporter(
         config=_exporter_config(),
         template_name="lab",
         extra_loaders=[DictLoader({"site_page.html.j2": PAGE_TEMPLATE})],
         template_file="site_page.html.j2",
     )
-    body, _ = exporter.from_notebook_node(
-        article.notebook,
-        resources={"metadata": {"name": article.meta["title"]}, "site_nav": _nav(articles, index)},
-    )
-    return body
 
 
-def render_index(articles: list[Article], title: str) -> str:
-    """The site's index: every notebook with its date, description and categories."""
-    items = []
-    for article in articles:
-        meta = article.meta
-        tags = "".join(f'<span class="tag">{html.escape(c)}</span>' for c in meta["categories"])
-        items.append(
-            f'<li><a href="{article.page_name}">{html.escape(meta["title"])}</a>'
-            f"<p>{html.escape(meta['description'])}</p>"
-            f'<p class="meta">{meta["date"]} {tags}</p></li>'
-        )
-    return (
-        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        '<meta name="viewport" content="width=device-width, initial-scale=1.0">\n'
-        f"<title>{html.escape(title)}</title>\n<style>{INDEX_STYLE}</style>\n</head>\n"
-        f"<body>\n<main>\n<h1>{html.escape(title)}</h1>\n"
-        f'<p class="lead">{len(articles)} notebooks, executed and rendered.</p>\n'
-        f"<ol>\n{chr(10).join(items)}\n</ol>\n</main>\n</body>\n</html>\n"
+def render_page(notebook: nbformat.NotebookNode, title: str, nav=()) -> str:
+    """A self-contained HTML page of ``notebook``; ``nav``: (href, text) of its links."""
+    resources = {"metadata": {"name": title}, "site_nav": list(nav)}
+    return _page_exporter().from_notebook_node(notebook, resources=resources)[0]
+
+
+def render_site(articles: list[Article], title: str) -> dict[str, str]:
+    """The offline site, ``{file name: HTML}``: an index listing every notebook with its date,
+    description and categories, and one page per notebook linking the previous and next."""
+    items = "\n".join(
+        f"1. [{a.meta['title']}]({a.page_name}): {a.meta['description']}  \n"
+        f"   *{a.meta['date']:%Y-%m-%d}* · {', '.join(a.meta['categories'])}"
+        for a in articles
     )
+    index = f"# {title}\n\n{len(articles)} notebooks, executed and rendered.\n\n{items}\n"
+    site = {"index.html": render_page(new_notebook(cells=[new_markdown_cell(index)]), title)}
+    for i, article in enumerate(articles):
+        nav = [("index.html", "← All notebooks")]
+        nav += [(a.page_name, f"Previous: {a.meta['title']}") for a in articles[:i][-1:]]
+        nav += [(a.page_name, f"Next: {a.meta['title']}") for a in articles[i + 1 :][:1]]
+        site[article.page_name] = render_page(article.notebook, article.meta["title"], nav)
+    return site
 
 
 def render(
@@ -1110,14 +1053,13 @@ def render(
     for article in articles:
         prepare(article, series, pages)
 
-    texts: dict[Path, str] = {site_dir / "index.html": render_index(articles, title)}
+    texts = {site_dir / name: page for name, page in render_site(articles, title).items()}
     figures: dict[Path, bytes] = {}
     posts = []
-    for index, article in enumerate(articles):
+    for article in articles:
         post, text, post_figures = render_post(article, series, posts_dir, assets_dir, chosen)
         texts[post], posts = text, posts + [post]
         figures.update(post_figures)
-        texts[site_dir / article.page_name] = render_page(articles, index)
     prefixes = set(replacements) | {root for a in articles for root in a.roots}
     leaks = [f"{path}:{line}: {found}" for path, text in texts.items()
              for line, found in find_local_paths(text, prefixes)]  # fmt: skip
