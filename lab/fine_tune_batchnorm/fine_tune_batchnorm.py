@@ -19,7 +19,7 @@ import json
 import time
 from pathlib import Path
 
-from lab.reports import gain_of, summary
+from lab.fine_tune_batchnorm.helpers import gain_of, summary
 from nailseg_common.data.synthetic import photos_or_standin
 from nailseg_common.setup.course import start
 from nailseg_common.setup.environment import device_description, library_versions
