@@ -1,6 +1,6 @@
 """Notebook 06's fine-tuning with its BatchNorm statistics kept, and with them relearned.
 
-    python -m lab.fine_tune_batchnorm.fine_tune_batchnorm --profile cpu --out results/fine_tune_batchnorm_cpu.json
+    python -m lab.fine_tune_batchnorm.fine_tune_batchnorm --profile cpu --out lab/fine_tune_batchnorm/fine_tune_batchnorm_cpu.json
 
 Cross-validates the synthetic start on your photos (``--data-root``) or notebook 06's
 stand-in exactly as the notebook does (its profile's image size, steps, learning rate;
