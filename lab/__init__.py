@@ -1,1 +1,1 @@
-"""The lab: one folder per question the course asked of itself, with its scripts, results and README."""
+"""The lab: one folder per question the course asked of itself, each a frozen record (lab/README.md)."""

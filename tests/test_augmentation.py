@@ -4,7 +4,6 @@ import albumentations as A
 import numpy as np
 import pytest
 
-from lab.mask_alignment.mask_alignment import centre_sampled
 from nailseg_common.pipelines.albumentations_pipeline import (
     policy_transforms,
     train_transform,
@@ -62,6 +61,14 @@ def test_seeded_transform_is_reproducible(seed):
     first = train_transform(64, seed=seed)(image=image, mask=mask)
     second = train_transform(64, seed=seed)(image=image, mask=mask)
     assert np.array_equal(first["image"], second["image"])
+
+
+def centre_sampled(mask: np.ndarray, side: int) -> np.ndarray:
+    """``mask`` (H×W) sampled at the centre of each pixel of a ``side × side`` grid."""
+    h, w = mask.shape
+    rows = np.minimum(((np.arange(side) + 0.5) * h / side).astype(int), h - 1)
+    cols = np.minimum(((np.arange(side) + 0.5) * w / side).astype(int), w - 1)
+    return mask[rows][:, cols]
 
 
 @pytest.mark.parametrize("shape", [(240, 300), (640, 500)])  # up and down, as the synthetic set's sides

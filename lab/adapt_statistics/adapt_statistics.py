@@ -20,9 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lab.real_photos_recipe.real_photos_recipe import hand_folds, hand_of, mean_se
-from lab.wide_pretraining.wide_pretraining import scores
-from lab.zero_shot_by_side.zero_shot_by_side import photos_with_masks
+from lab.adapt_statistics.helpers import hand_folds, hand_of, mean_se, photos_with_masks, scores
 from nailseg_common.pipelines.albumentations_pipeline import valid_transform
 from nailseg_common.predict import load_model, predict_mask
 from nailseg_common.setup.environment import device_description, library_versions

@@ -1,6 +1,6 @@
 """Notebook 06's fine-tuning with its BatchNorm statistics kept, and with them relearned.
 
-    python -m lab.fine_tune_batchnorm.fine_tune_batchnorm --profile cpu --out results/fine_tune_batchnorm_cpu.json
+    python -m lab.fine_tune_batchnorm.fine_tune_batchnorm --profile cpu --out lab/fine_tune_batchnorm/fine_tune_batchnorm_cpu.json
 
 Cross-validates the synthetic start on your photos (``--data-root``) or notebook 06's
 stand-in exactly as the notebook does (its profile's image size, steps, learning rate;
@@ -19,7 +19,7 @@ import json
 import time
 from pathlib import Path
 
-from lab.reports import gain_of, summary
+from lab.fine_tune_batchnorm.helpers import gain_of, summary
 from nailseg_common.data.synthetic import photos_or_standin
 from nailseg_common.setup.course import start
 from nailseg_common.setup.environment import device_description, library_versions

@@ -39,6 +39,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler
 
+from lab.fine_tune_step.helpers import stand_in
 from nailseg_common.data.synthetic import photos_or_standin
 from nailseg_common.measure.profiling import synchronized_now
 from nailseg_common.pipelines.kornia_pipeline import KorniaAugmentation
@@ -48,7 +49,6 @@ from nailseg_common.training.fast_training import FastNailSegmentation
 from nailseg_common.training.finetune import PhotosOnDevice, fine_tune, start_model
 from nailseg_common.training.trainer import make_trainer
 from nailseg_common.training.unet import segmentation_loss
-from tools.ship_model import stand_in
 
 HERE = Path(__file__).parent  # where this question's results are kept
 

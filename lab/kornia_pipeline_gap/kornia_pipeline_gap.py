@@ -1,4 +1,4 @@
-"""Where notebook 07's Kornia pipeline falls behind its bound (issue 20), on a GPU.
+"""Where notebook 07's Kornia pipeline falls behind its bound, on a GPU.
 
 The same compiled model (07's recipe) is fed by variants of notebook 03's uint8 cache and
 fused Kornia policy, one change at a time, each measured as 07 measures pipelines (a third of
@@ -10,7 +10,7 @@ a window to warm up, then ``--windows`` windows of the profile's ``bench_steps``
 - ``cache (pinned, workers) + policy``: 07's ``kornia`` pipeline (batches copied each step);
 - ``cache on the GPU + policy`` / ``+ compiled policy``: the whole uint8 split held on the
   GPU, each batch gathered there in an order drawn on the GPU (no copy, no host sync:
-  ``lab.time_to_accuracy_recipes.sweep_time_to_accuracy.GpuBatches``).
+  ``GpuBatches``, copied into ``helpers.py``).
 
 Also the policy alone on one batch, eager and compiled, and each of its ops alone, eager
 (CUDA events, median of repeats): where the policy's own time goes.
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from lab.time_to_accuracy_recipes.sweep_time_to_accuracy import GpuBatches
+from lab.kornia_pipeline_gap.helpers import GpuBatches, recipe_of, warmed_up_model
 from nailseg_common.measure.benchmark import reuse, train_loader_of
 from nailseg_common.measure.timing import measure_training, resident_batches
 from nailseg_common.pipelines.kornia_pipeline import (
@@ -42,7 +42,6 @@ from nailseg_common.pipelines.policy import POLICY
 from nailseg_common.setup.environment import device_description, library_versions
 from nailseg_common.setup.files import write_json
 from nailseg_common.setup.profiles import set_matmul_precision
-from tools.time_to_accuracy_seeds import recipe_of, warmed_up_model
 
 HERE = Path(__file__).parent  # where this question's results are kept
 

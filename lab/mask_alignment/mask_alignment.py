@@ -7,7 +7,7 @@ For each validation mask (its prepared ``.npy``), resized to ``--image-size`` by
 runs, by notebook 04's graph: the shift of the mask's centre of mass from the centre-sampled
 mask's (output pixels, down and right positive) and the IoU between the two masks.
 
-    python -m lab.mask_alignment.mask_alignment --out results/mask_alignment_cpu.json
+    python -m lab.mask_alignment.mask_alignment --out lab/mask_alignment/mask_alignment_cpu.json
 """
 
 from __future__ import annotations

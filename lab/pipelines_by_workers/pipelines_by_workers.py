@@ -25,12 +25,12 @@ import os
 import sys
 from pathlib import Path
 
+from lab.pipelines_by_workers.helpers import fastest_step, recipe_of, warmed_up_model
 from nailseg_common.measure.benchmark import default_pipelines, pipeline_rates, reuse
 from nailseg_common.measure.timing import measure_loader
 from nailseg_common.setup.environment import device_description, library_versions
 from nailseg_common.setup.files import write_json
 from nailseg_common.setup.profiles import set_matmul_precision
-from tools.time_to_accuracy_seeds import fastest_step, recipe_of, warmed_up_model
 
 HERE = Path(__file__).parent  # where this question's results are kept
 

@@ -27,8 +27,7 @@ import cv2
 import numpy as np
 import torch
 
-from lab.real_photos_recipe.real_photos_recipe import mean_se
-from lab.zero_shot_by_side.zero_shot_by_side import photo_dice, photos_with_masks
+from lab.real_photo_errors.helpers import mean_se, photo_dice, photos_with_masks
 from nailseg_common.predict import load_model, predict_mask
 from nailseg_common.setup.environment import device_description, library_versions
 from nailseg_common.setup.files import write_json

@@ -54,7 +54,12 @@ from nailseg_common.training.fast_training import (
 )
 from nailseg_common.training.trainer import make_trainer
 from nailseg_common.training.unet import soft_dice_loss, to_unit_float
-from tools.time_to_accuracy_seeds import spread
+
+
+def spread(values: list[float]) -> dict:
+    """Median and range (as ``tools/time_to_accuracy_seeds.py`` reports them)."""
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
 
 
 class GpuBatches:
@@ -252,7 +257,7 @@ CONFIGS = {
     "r192_s1200_init": {"steps": 1200, "side": 192, "side_until": 1050, "init": True},
     "r256_s1500": {"side": 256, "side_until": 1300},
     "test_side": {"batch": 8, "steps": 4, "warmup": 1, "val_every": 1, "side": 32, "side_until": 2, "init": True},
-    # issue 42: the level every seed reaches (IoU 0.83), each change alone, then together
+    # the level every seed reaches (IoU 0.83), each change alone, then together
     "t83_base": {"target": 0.83},
     "t83_init": {"target": 0.83, "init": True},
     "t83_r18": {"target": 0.83, "encoder": "resnet18"},

@@ -23,7 +23,7 @@ import json
 import time
 from pathlib import Path
 
-from lab.reports import gain_of, summary
+from lab.transfer_held_out_style.helpers import gain_of, summary
 from nailseg_common.data.synthetic import ensure_synthetic_dataset
 from nailseg_common.setup.course import start
 from nailseg_common.setup.environment import device_description, library_versions

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from lab.where_iou_is_lost.helpers import recipe_of, warmed_up_model
 from nailseg_common.data.preparation import read_split
 from nailseg_common.measure.benchmark import training_datamodule
 from nailseg_common.pipelines.kornia_pipeline import CACHE_FORMAT, load_cache
@@ -38,7 +39,6 @@ from nailseg_common.setup.paths import data_location
 from nailseg_common.setup.profiles import PROFILES
 from nailseg_common.training.fast_training import mask_iou, time_to_accuracy
 from nailseg_common.training.unet import grown
-from tools.time_to_accuracy_seeds import recipe_of, warmed_up_model
 
 HERE = Path(__file__).parent  # where this question's results are kept
 

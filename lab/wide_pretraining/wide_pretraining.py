@@ -23,9 +23,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lab.real_photos_recipe.real_photos_recipe import mean_se
-from lab.transfer_held_out_style.transfer_held_out_style import named_models
-from lab.zero_shot_by_side.zero_shot_by_side import photo_dice, photos_with_masks
+from lab.wide_pretraining.helpers import mean_se, named_models, photo_dice, photos_with_masks
 from nailseg_common.predict import load_model, predict_mask
 from nailseg_common.setup.environment import device_description, library_versions
 from nailseg_common.setup.files import write_json

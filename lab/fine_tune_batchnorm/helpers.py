@@ -1,5 +1,6 @@
-"""What the lab's fine-tuning questions write into their results: a start's mean score and
-a paired gain between two starts, rounded for a JSON file."""
+"""What the results hold of a start's mean score and of a paired gain between two starts,
+copied from the lab's former shared ``lab/reports.py`` so that this folder imports no other
+lab folder and nothing from ``tools/``."""
 
 from __future__ import annotations
 
