@@ -150,9 +150,8 @@ policy_table()
 # One flag deserves a second look: the mask's resize is `cv2.INTER_NEAREST_EXACT`, not
 # `cv2.INTER_NEAREST`. OpenCV's older nearest-neighbour resize samples each output pixel at
 # its top-left corner instead of its centre, so its masks sit about half a pixel below and to
-# the right of the bilinear image (`python -m lab.mask_alignment.mask_alignment` measures it on the
-# validation set: `results/mask_alignment_cpu.json`). Every nail's outline would be taught,
-# and scored, half a pixel off; notebook 07 shows what a pixel of outline costs.
+# the right of the bilinear image. Every nail's outline would be taught, and scored, half a
+# pixel off; notebook 07 shows what a pixel of outline costs.
 
 # %%
 #| export pipelines.albumentations_pipeline: the Albumentations pipeline of the policy on CPU workers, its datasets and DataModule

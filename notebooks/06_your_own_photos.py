@@ -384,11 +384,9 @@ class GraphedUNet(pl.Callback):
 # replace statistics learned on thousands of images. `KeepLearnedStatistics` keeps each
 # layer that arrives with statistics (it has counted batches) in eval mode while the weights
 # train; the random start has none to keep and learns them as usual. Which way is better
-# depends on the model and the budget: `results/fine_tune_batchnorm_cpu_generator4.json`
-# (40 steps at 160 px on a CPU) and `results/fine_tune_batchnorm_h100.json` (120 steps at
-# 384 px on an H100) hold both ways measured on the stand-in. The profile's
-# `finetune_keep_statistics` says which; `lab/fine_tune_batchnorm/fine_tune_batchnorm.py`
-# measures both ways on your photos.
+# depends on the model and the budget, so the profile's `finetune_keep_statistics` says which:
+# both ways were measured on the stand-in, and the profile keeps the better one (kept on a
+# CPU's short run, relearned on a GPU's longer one).
 
 # %%
 #| export training.fine_tuning

@@ -1,4 +1,4 @@
-"""Issue 23: masks that lie, names and folders that break, disks that refuse.
+"""Masks that lie, names and folders that break, disks that refuse.
 
 Each case ends in a correct preparation or in one message naming the file or folder and
 the fix, with nothing half-written left and a run after the fix working as it is.

@@ -136,7 +136,7 @@ def test_exif_oriented_jpeg_0_1_masks_stay_0_1_masks(tmp_path):
     assert np.mean(read_binary_mask(path) != truth) < 0.01
 
 
-# --- issue 23: every kind of mask read by the rule, nothing thresholded into something else ---
+# --- every kind of mask read by the rule, nothing thresholded into something else ---
 
 RING = np.zeros_like(TRUTH)
 RING[4:16, 3:15] = 1

@@ -81,7 +81,7 @@ PROFILES: dict[str, Profile] = {
         # (lab/real_photos_recipe, 3 repeats each)
         finetune_lr=3e-4, curve_folds=1,
         # kept BatchNorm statistics: held-out hard Dice 0.888 ± 0.011, relearned 0.838 ± 0.025
-        # (results/fine_tune_batchnorm_cpu.json)
+        # (lab/fine_tune_batchnorm/fine_tune_batchnorm_cpu.json)
         finetune_keep_statistics=True,
         compile_model=False, fast_batch_size=16, fast_lr=3e-3, warmup_steps=10,
         fast_max_steps=30, val_every_n_epochs=1, ddp_devices=2, ddp_batch_size=8,
@@ -95,7 +95,7 @@ PROFILES: dict[str, Profile] = {
         bench_repeats=3, bench_steps=20, finetune_steps=120, finetune_image_size=384,
         finetune_lr=7e-4, curve_folds=3,
         # relearned BatchNorm statistics: 0.934 ± 0.010, kept 0.926 ± 0.011 on an H100
-        # (results/fine_tune_batchnorm_h100.json)
+        # (lab/fine_tune_batchnorm/fine_tune_batchnorm_h100.json)
         finetune_keep_statistics=False,
         compile_model=True, fast_batch_size=60, fast_lr=2e-3, warmup_steps=50,
         fast_max_steps=1500, val_every_n_epochs=3, ddp_devices=2, ddp_batch_size=60,

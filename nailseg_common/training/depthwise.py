@@ -11,7 +11,7 @@ class Float32Depthwise(nn.Conv2d):
     returned in the input's dtype. cuDNN 9.10 and later compile a half-precision channels-last
     depthwise kernel at run time for each new shape (NVIDIA/cudnn-frontend#1066): on an H100
     a mobilenet_v2 U-Net's first step took 7.3-10.4 s, against 4.4-5.9 s in float32, for
-    1.2 ms more per step (``results/depthwise_first_step_h100.json``)."""
+    1.2 ms more per step (``lab/fine_tune_step/depthwise_first_step_h100.json``)."""
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
         with torch.autocast(image.device.type, enabled=False):
