@@ -561,10 +561,14 @@ per_photo.round(3)
 # worst photo's Dice, and the training curves of the first fold. `compare_starts` ranks by
 # mean Dice; `recommend_start` adds how sure the ranking is: the mean gain of the best over
 # the runner-up *on the same photos* (a paired difference, which cancels how hard each photo
-# is), the standard error of that gain, and on how many photos the best one wins.
+# is), the standard error of that gain, and on how many photos the best one wins
+# (`paired_gain`, from the course's statistics in `nailseg_common.core.statistics`).
 
 # %%
 #| export training.fine_tuning
+from nailseg_common.core.statistics import paired_gain
+
+
 def compare_starts(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per start (``{start: score_photos table}``), best mean hard Dice first: the
     mean ``hard Dice`` and its standard error ``± SE``, the mean ``IoU``, the worst photo's
@@ -574,12 +578,6 @@ def compare_starts(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
                     "photos": len(table)}
             for start, table in tables.items()}
     return pd.DataFrame.from_dict(rows, orient="index").sort_values("hard Dice", ascending=False)
-
-
-def paired_gain(better: pd.Series, worse: pd.Series) -> dict:
-    """``better - worse`` on the same photos: mean ``gain``, its ``gain_se``, ``wins``, ``loses``."""
-    g = better - worse  # the standard error: NaN for one photo
-    return {"gain": g.mean(), "gain_se": g.sem(), "wins": int(sum(g > 0)), "loses": int(sum(g < 0))}
 
 
 def recommend_start(tables: dict[str, pd.DataFrame]) -> dict:

@@ -29,6 +29,7 @@ from pathlib import Path
 import pytorch_lightning as pl
 
 from nailseg_common.core.files import write_json
+from nailseg_common.core.statistics import median_range
 from nailseg_common.data.preparation import ensure_prepared
 from nailseg_common.measure.benchmark import reuse, train_loader_of, training_datamodule
 from nailseg_common.measure.timing import measure_training, resident_batches
@@ -80,10 +81,6 @@ def fastest_step(fast: Profile, data: DataLocation, model: FastNailSegmentation,
     return measure_training(batches, fast, steps // 3, steps, windows, make_model=reuse(model))
 
 
-def spread(values: list[float]) -> dict:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
-
-
 def summarise(runs: list[dict], target_iou: float, target_s: float) -> dict:
     """Median and range of the time to target (a seed that never reached it counts as
     slower than every seed that did), of the steps, best IoU and compilation."""
@@ -93,11 +90,11 @@ def summarise(runs: list[dict], target_iou: float, target_s: float) -> dict:
     summary = {"seeds": len(runs), "reached": len(reached), "target_iou": target_iou,
                "target_s": target_s,
                "median_seconds_to_target": median_s if math.isfinite(median_s) else None,
-               "best_iou": spread([run["best_iou"] for run in runs]),
-               "compile_s": spread([run["compile_s"] for run in runs])}
+               "best_iou": median_range([run["best_iou"] for run in runs]),
+               "compile_s": median_range([run["compile_s"] for run in runs])}
     if reached:
-        summary["seconds_to_target"] = spread([run["seconds_to_target"] for run in reached])
-        summary["steps_to_target"] = spread([run["steps_to_target"] for run in reached])
+        summary["seconds_to_target"] = median_range([run["seconds_to_target"] for run in reached])
+        summary["steps_to_target"] = median_range([run["steps_to_target"] for run in reached])
     summary["met"] = len(reached) == len(runs) and median_s <= target_s
     if math.isfinite(median_s):
         summary["median_over_target"] = median_s / target_s

@@ -44,7 +44,7 @@ from nailseg_common.commands.command_line import (
 )
 from nailseg_common.core.errors import DataError
 from nailseg_common.core.files import staged_file, write_json
-from nailseg_common.core.statistics import Verdict, mean_spread
+from nailseg_common.core.statistics import Verdict, mean_spread, paired_gain
 from nailseg_common.data.preparation import ensure_prepared, fit_batch_to_split
 from nailseg_common.pipelines.kornia_pipeline import BatchSlices
 from nailseg_common.setup.environment import device_description, library_versions
@@ -62,7 +62,6 @@ from nailseg_common.training.fine_tuning import (
     cross_validate,
     fine_tune,
     k_folds,
-    paired_gain,
     photos_on_device,
     predict_logits,
     score_photos,

@@ -17,10 +17,7 @@ import shutil
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-try:
-    import fcntl
-except ImportError:  # Windows: no locking, the rename still keeps folders whole
-    fcntl = None
+from filelock import FileLock
 
 
 def _alive(pid: int) -> bool:
@@ -36,9 +33,8 @@ def _alive(pid: int) -> bool:
 
 def stale_staging(target: Path) -> list[Path]:
     """``target``'s staging folders (``.<name>.tmp-<pid>``, ``.old-<pid>``) left by runs that
-    were killed: their process is dead, or is this one (then not in use once the lock is held).
-    Empty where there is no locking (Windows)."""
-    if fcntl is None or not target.parent.is_dir():
+    were killed: their process is dead, or is this one (then not in use once the lock is held)."""
+    if not target.parent.is_dir():
         return []
     pattern = re.compile(rf"\.{re.escape(target.name)}\.(tmp|old)-(\d+)")
     matches = [(entry, pattern.fullmatch(entry.name)) for entry in target.parent.iterdir()]
@@ -48,19 +44,14 @@ def stale_staging(target: Path) -> list[Path]:
 
 @contextlib.contextmanager
 def folder_lock(target: Path) -> Iterator[None]:
-    """Hold an exclusive lock for building ``target`` (a hidden ``.lock`` file beside it),
-    and clear the staging folders that runs killed while building it left behind."""
+    """Hold an exclusive lock for building ``target`` (``filelock``'s, on a hidden ``.lock``
+    file beside it), and clear the staging folders that runs killed while building it left
+    behind."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / f".{target.name}.lock", "w") as handle:
-        if fcntl is not None:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            for folder in stale_staging(target):
-                shutil.rmtree(folder, ignore_errors=True)
-        try:
-            yield
-        finally:
-            if fcntl is not None:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+    with FileLock(target.parent / f".{target.name}.lock"):
+        for folder in stale_staging(target):
+            shutil.rmtree(folder, ignore_errors=True)
+        yield
 
 
 @contextlib.contextmanager

@@ -10,10 +10,32 @@ larger one is "met" or "missed".
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
+
+
+def half_range(values: Sequence[float]) -> float:
+    """Half the range (max - min) of repeated measurements: the spread of their median; inf
+    for one."""
+    values = list(values)
+    return (max(values) - min(values)) / 2 if len(values) > 1 else math.inf
+
+
+def median_range(values: Sequence[float]) -> dict:
+    """The ``median``, ``min`` and ``max`` of repeated measurements (seeds, windows)."""
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def paired_gain(better: pd.Series, worse: pd.Series) -> dict:
+    """``better - worse`` on the same items: mean ``gain``, its standard error ``gain_se``
+    (NaN for one item), ``wins`` and ``loses``."""
+    gain = better - worse
+    return {"gain": gain.mean(), "gain_se": gain.sem(), "wins": int(sum(gain > 0)),
+            "loses": int(sum(gain < 0))}
 
 
 def mean_spread(values: Sequence[float]) -> float:
@@ -31,8 +53,7 @@ def ratio_spread(numerator: Sequence[float], denominator: Sequence[float]) -> fl
     """The spread of ``median(numerator) / median(denominator)`` from repeated windows: each
     side's half-range relative to its median, combined in quadrature."""
     def relative_half_range(values) -> float:
-        values = np.asarray(values, dtype=float)
-        return float(np.ptp(values) / (2 * np.median(values))) if len(values) > 1 else math.inf
+        return half_range(values) / statistics.median(values)
 
     ratio = float(np.median(numerator) / np.median(denominator))
     return ratio * math.hypot(relative_half_range(numerator), relative_half_range(denominator))

@@ -43,7 +43,7 @@ import pytorch_lightning as pl
 import torch
 
 from nailseg_common.core.files import write_json
-from nailseg_common.core.statistics import Verdict, ratio_spread
+from nailseg_common.core.statistics import Verdict, half_range, ratio_spread
 from nailseg_common.measure.profiling import KernelProfile
 from nailseg_common.measure.timing import (
     BOUND_BATCHES,
@@ -367,12 +367,6 @@ def summary_table(results: dict):
                  "loader min-max": "", "train img/s": b["img_s"], "train min-max": spread(b),
                  "ratio to bound": 1.0, "ratio ±": None, "GPU util %": b["gpu_util_pct"], "CPU util %": b["cpu_util_pct"]})
     return pd.DataFrame(rows).astype({"workers": "Int64"}).set_index("pipeline")
-
-
-def half_range(values: Iterable[float]) -> float:
-    """Half the range (max - min) of repeated windows' rates: the spread of their median."""
-    values = list(values)
-    return (max(values) - min(values)) / 2 if len(values) > 1 else math.inf
 
 
 def describe_bound(results: dict) -> str:

@@ -19,7 +19,7 @@ import pandas as pd
 from IPython.display import display
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from nailseg_common.core.statistics import Verdict, ratio_spread
+from nailseg_common.core.statistics import Verdict, half_range, ratio_spread
 
 COLUMN_INCHES = 7.2  # a 740 px column at 100 dpi, with room for tight bounding boxes
 MIN_FONT = 9
@@ -85,7 +85,7 @@ def plot_ratio_to_bound(results: dict, ax=None):
     """Horizontal bars of each pipeline's training rate over the bound, whiskers its spread
     (from both sides' windows), the bound's own spread shaded around 1, and red dotted marks
     where a pipeline with work on the device would be if that work ran in series with the step."""
-    from nailseg_common.measure.benchmark import half_range, ratio_to_bound_spread, serial_ratio
+    from nailseg_common.measure.benchmark import ratio_to_bound_spread, serial_ratio
 
     names = list(results["pipelines"])
     if ax is None:

@@ -18,6 +18,7 @@ from torch import nn
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 
 from nailseg_common.core.errors import DataError
+from nailseg_common.core.statistics import paired_gain
 from nailseg_common.data.preparation import read_split
 from nailseg_common.pipelines.kornia_pipeline import (
     POLICY,
@@ -228,12 +229,6 @@ def compare_starts(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
                     "photos": len(table)}
             for start, table in tables.items()}
     return pd.DataFrame.from_dict(rows, orient="index").sort_values("hard Dice", ascending=False)
-
-
-def paired_gain(better: pd.Series, worse: pd.Series) -> dict:
-    """``better - worse`` on the same photos: mean ``gain``, its ``gain_se``, ``wins``, ``loses``."""
-    g = better - worse  # the standard error: NaN for one photo
-    return {"gain": g.mean(), "gain_se": g.sem(), "wins": int(sum(g > 0)), "loses": int(sum(g < 0))}
 
 
 def recommend_start(tables: dict[str, pd.DataFrame]) -> dict:
