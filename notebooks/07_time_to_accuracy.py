@@ -84,11 +84,10 @@ from IPython.display import display
 from nailseg_common.measure import plots
 from nailseg_common.measure.benchmark import (default_pipelines, load_results, pipeline_rates, profile_step,
                                               reuse, train_loader_of, training_datamodule)
-from nailseg_common.measure.profiling import matmul_peak_tflops
+from nailseg_common.measure.profiling import datasheet_tflops, matmul_peak_tflops
 from nailseg_common.core.statistics import Verdict, ratio_spread
 from nailseg_common.measure.timing import measure_training, resident_batches
 from nailseg_common.setup.dali import dali_status
-from nailseg_common.setup.environment import datasheet_tflops
 from nailseg_common.setup.paths import REPO_ROOT
 
 # %% tags=["parameters"]
@@ -293,7 +292,7 @@ print(f"the course's step: batch {cfg.batch_size}, lr {cfg.lr}; the faster recip
 # The peak is measured in the same run as the bf16 rate of a large matrix product on a GPU,
 # timed with the course's clock (`matmul_peak_tflops` in `nailseg_common.measure.profiling`),
 # and shown beside the datasheet's dense bf16 figure where the device is one we know
-# (`nailseg_common.setup.environment.datasheet_tflops`).
+# (`nailseg_common.measure.profiling.datasheet_tflops`).
 
 # %%
 #| export training.fast_training

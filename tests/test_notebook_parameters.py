@@ -61,7 +61,7 @@ import json
 model = validation.models["random"]
 print("REPORT" + json.dumps({
     "photos": len(frame), "scored_shape": list(photos_set.images.shape),
-    "checkpoint": synthetic_checkpoint and str(synthetic_checkpoint), "starts": list(tables),
+    "checkpoint": synthetic_checkpoint and str(synthetic_checkpoint.path), "starts": list(tables),
     "encoder": model.hparams.encoder, "lr": model.hparams.lr,
     "schedule_steps": model.hparams.max_steps, "steps": sorted(set(validation.runs["steps"])),
     "runs": len(validation.runs), "curve": sorted(int(n) for n in set(curve["photos"])),

@@ -123,7 +123,7 @@ def test_exported_modules_match_their_notebooks():
     modules = export.collect(NOTEBOOKS)
     assert {"data.split", "pipelines.policy", "pipelines.albumentations_pipeline",
             "training.unet", "training.trainer", "pipelines.kornia_pipeline",
-            "pipelines.dali_pipeline", "measure.timing", "training.finetune",
+            "pipelines.dali_pipeline", "measure.timing", "training.fine_tuning",
             "training.fast_training", "training.multi_gpu"} <= set(modules)
     assert export.stale_modules(modules) == [], "run `make export`"
 

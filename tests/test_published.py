@@ -48,7 +48,10 @@ def test_published_notebook_ran_on_its_gpu_without_errors(pair, request):
 
 # Published copies older than their source, because the machine their run needs was not
 # lent; published/README.md says which run they are and why. Each entry is a debt.
-AWAITING_RERUN: dict[str, str] = {}
+AWAITING_RERUN: dict[str, str] = {
+    "07_time_to_accuracy.ipynb": "imports datasheet_tflops from measure.profiling now (one line "
+                                 "fewer, nothing else changed): its next GPU run re-publishes it",
+}
 
 
 def test_published_code_is_the_code_of_the_notebook(pair, request):

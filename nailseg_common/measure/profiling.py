@@ -1,5 +1,5 @@
 """Where the time goes: the GPU and CPU utilisation while it runs, profiles of training steps with
-their kernels named, and the GPU's measured bf16 peak (notebook 07).
+their kernels named, and the GPU's bf16 peak, measured and from the datasheet (notebook 07).
 """
 
 from __future__ import annotations
@@ -14,6 +14,16 @@ from pytorch_lightning.callbacks import Callback
 from torch.profiler import ProfilerActivity
 
 from nailseg_common.core.clock import synchronized_now
+
+DATASHEET_BF16_TFLOPS = {"H100": 989.4, "H200": 989.4}  # dense, SXM, without sparsity
+
+
+def datasheet_tflops(device: torch.device) -> float | None:
+    """The datasheet's dense bf16 TFLOP/s of a GPU of :data:`DATASHEET_BF16_TFLOPS`, else None."""
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((value for key, value in DATASHEET_BF16_TFLOPS.items() if key in name), None)
 
 
 def matmul_peak_tflops(device: torch.device, size: int = 8192, repeats: int = 10) -> float | None:

@@ -19,7 +19,6 @@ from huggingface_hub import constants as hub_constants
 if TYPE_CHECKING:
     from nailseg_common.setup.profiles import Profile
 
-DATASHEET_BF16_TFLOPS = {"H100": 989.4, "H200": 989.4}  # dense, SXM, without sparsity
 LIBRARIES = ("torch", "torchvision", "pytorch-lightning", "segmentation-models-pytorch",
              "albumentations", "kornia", "nvidia-dali-cuda120", "numpy")
 
@@ -43,7 +42,6 @@ def usable_cores() -> int:
 
 def device_description() -> str:
     """The GPU's name, or a CPU description with the core count."""
-    import torch
 
     if torch.cuda.is_available():
         return f"GPU: {torch.cuda.get_device_name(0)} (CUDA {torch.version.cuda})"
@@ -60,16 +58,6 @@ def environment_report(profile: Profile | None = None) -> str:
                      f"{profile.batch_size}, {profile.max_steps} steps, encoder "
                      f"{profile.encoder}, precision {profile.precision}")
     return "\n".join(lines)
-
-
-def datasheet_tflops(device: torch.device) -> float | None:
-    """The datasheet's dense bf16 TFLOP/s of a GPU of :data:`DATASHEET_BF16_TFLOPS`, else None."""
-    import torch
-
-    if device.type != "cuda":
-        return None
-    name = torch.cuda.get_device_name(device)
-    return next((value for key, value in DATASHEET_BF16_TFLOPS.items() if key in name), None)
 
 
 def hub_reachable(timeout: float = 3.0) -> bool:
