@@ -26,7 +26,7 @@ from nailseg_common.data.preparation import (
     read_split,
     summary,
 )
-from nailseg_common.data.synthetic import synthetic_sample
+from nailseg_common.data.scenes import synthetic_sample
 from nailseg_common.setup import profiles
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import select_profile

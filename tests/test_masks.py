@@ -15,7 +15,7 @@ from nailseg_common.data.images import (
     read_mask,
     read_rgb,
 )
-from nailseg_common.data.synthetic import synthetic_sample
+from nailseg_common.data.scenes import synthetic_sample
 
 TRUTH = np.zeros((24, 32), np.uint8)
 TRUTH[5:15, 4:14] = 1

@@ -6,18 +6,20 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from nailseg_common.core.files import MANIFEST
 from nailseg_common.data import synthetic
-from nailseg_common.data.synthetic import (
+from nailseg_common.data.scenes import (
     LOOKS,
-    MANIFEST_NAME,
     MAX_SIDE,
     MIN_SIDE,
     SKIN_TONES,
     TYPES,
+    synthetic_sample,
+)
+from nailseg_common.data.synthetic import (
     ensure_synthetic_dataset,
     generate_synthetic_dataset,
     is_complete,
-    synthetic_sample,
 )
 
 
@@ -92,7 +94,7 @@ def test_no_single_threshold_finds_the_nails():
 
 
 def test_manifest_marks_a_complete_set(small_set):
-    manifest = json.loads((small_set / MANIFEST_NAME).read_text())
+    manifest = json.loads((small_set / MANIFEST).read_text())
     assert manifest["seed"] == 3 and manifest["num_images"] == 8
     assert is_complete(small_set, 8, seed=3)
     assert not is_complete(small_set, 8, seed=0)
@@ -191,13 +193,13 @@ def test_photo_style_differs_from_the_course():
 
 
 def test_manifest_records_the_style(photo_set, tmp_path):
-    assert json.loads((photo_set / MANIFEST_NAME).read_text())["style"] == "photo"
+    assert json.loads((photo_set / MANIFEST).read_text())["style"] == "photo"
     assert is_complete(photo_set, 4, seed=3, style="photo")
     assert not is_complete(photo_set, 4, seed=3)  # a course set is never taken from a photo set
     root = tmp_path / "set"
     generate_synthetic_dataset(root, 4, seed=3, progress=False, style="photo")
     ensure_synthetic_dataset(root, 4, seed=3, progress=False)
-    assert json.loads((root / MANIFEST_NAME).read_text())["style"] == "course"
+    assert json.loads((root / MANIFEST).read_text())["style"] == "course"
     assert len(list((root / "Images").rglob("*.png"))) == 4
 
 
