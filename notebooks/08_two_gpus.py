@@ -75,12 +75,11 @@ import math
 
 import torch
 
-from nailseg_common.commands.train import launch_training
+from nailseg_common.commands.train import launch_training, plan_options, script_options
 from nailseg_common.data.preparation import read_split
-from nailseg_common.measure import plots
+from nailseg_common.measure import two_gpus_report
 from nailseg_common.setup.dali import dali_status
 from nailseg_common.setup.paths import REPO_ROOT, runs_dir, shown
-from nailseg_common.training.arguments import plan_options, script_options
 from nailseg_common.training.fast_training import common_level
 
 # %% tags=["parameters"]
@@ -153,8 +152,8 @@ print(f"{n_devices} device(s) for the multi-device runs: "
 # Rank 0 alone writes the results.
 #
 # The script's training code is below, in full; `make export` writes it into
-# `nailseg_common.training.multi_gpu`, and `nailseg_common/train.py` is the three lines that make
-# `nailseg-train` call its `main`.
+# `nailseg_common.training.multi_gpu`, and `nailseg_common.commands.train`, the command line,
+# hands `run` the arguments it parsed.
 #
 # ### Shards, and what DROP leaves out
 #
@@ -405,11 +404,12 @@ class StepProfile(Callback):
 # %% [markdown]
 # ### Training and validation
 #
-# The command line lives in `nailseg_common.training.arguments`: its options, the run's profile
+# The command line lives in `nailseg_common.commands.train`: its options, the run's profile
 # (what an option does not give comes from the profile, as in the notebooks), and the
 # problems caught before anything starts, each with its fix (DALI missing, more devices than
-# GPUs, the Kornia pipeline, whose `BatchSampler` DDP would replace with one that yields
-# single images). The batch size is per device, and the learning rate is used as given.
+# GPUs). It has no Kornia pipeline: notebook 03's `BatchSampler` would be replaced by DDP
+# with one that yields single images. The batch size is per device, and the learning rate
+# is used as given.
 # Three options go to PyTorch's `DistributedDataParallel` (`ddp_options`), to be measured
 # one at a time: `--bucket-cap-mb` (the size of the gradient buckets that are all-reduced
 # while the backward still runs), `--static-graph` and `--gradient-as-bucket-view`.
@@ -440,7 +440,7 @@ from nailseg_common.data.preparation import ensure_prepared, read_split
 from nailseg_common.pipelines.dali_pipeline import DALINailDataModule, split_files
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import Profile, set_matmul_precision
-from nailseg_common.training.arguments import ddp_options, parse_args, report, run_record
+from nailseg_common.training.ddp_runs import ddp_options, report, run_record
 from nailseg_common.training.fast_training import AccuracyClock, FastNailSegmentation, warm_up
 from nailseg_common.training.trainer import TrainingSpeed, make_trainer
 
@@ -534,9 +534,9 @@ def validate(args: argparse.Namespace, profile: Profile, location: DataLocation)
 
 # %%
 #| export training.multi_gpu
-def main(argv: list[str] | None = None) -> dict | None:
-    """``nailseg-train``: train (or ``--validate``); rank 0 returns the results."""
-    args, profile = parse_args(argv)
+def run(args: argparse.Namespace, profile: Profile) -> dict | None:
+    """``nailseg-train`` with its parsed ``args`` and ``profile``: train (or ``--validate``);
+    rank 0 returns the results."""
     set_matmul_precision(profile)  # TF32 on a GPU, for this process (as `start` in a notebook)
     # notebook 02's module logs these per rank (no sync_dist): the script reports the synced
     # IoU and Dice, and adds up the validation loss across the ranks itself
@@ -588,7 +588,7 @@ pd.DataFrame.from_dict(rows, orient="index")
 # `launch_training` (in `nailseg_common.commands.train`) runs the script as a terminal would: the
 # notebook's Python, the repository as the working folder, the output captured; a failed
 # run raises with the end of its output, where the reason is. `script_options` and
-# `plan_options` (in `nailseg_common.training.arguments`) write the settings above as the
+# `plan_options` (in `nailseg_common.commands.train`) write the settings above as the
 # script's options.
 
 # %%
@@ -616,10 +616,10 @@ validation = {k: run(f"validate_{k}", "--validate", many["checkpoint"], "--devic
 # validations at the IoU level above.
 
 # %%
-record = plots.combine(one, many, validation)
-plots.describe(record, "this run")
-plots.show_speed(record, level)
-plots.show_checks(record)
+record = two_gpus_report.combine(one, many, validation)
+two_gpus_report.describe(record, "this run")
+two_gpus_report.show_speed(record, level)
+two_gpus_report.show_checks(record)
 
 # %% [markdown]
 # ### Where a step's time goes
@@ -635,7 +635,7 @@ plots.show_checks(record)
 # misses that, the cost lies elsewhere, in the parts that grew.
 
 # %%
-plots.explain_speedup(record)
+two_gpus_report.explain_speedup(record)
 
 # %% [markdown]
 # How to read the validation comparison: the same checkpoint sees the same images on one
@@ -658,18 +658,18 @@ plots.explain_speedup(record)
 # %%
 results_path = write_json(out_dir / "results.json", record)
 print(f"this run's combined results: {shown(results_path)}")
-committed = plots.read_record(REPO_ROOT / reference)
+committed = two_gpus_report.read_record(REPO_ROOT / reference)
 if committed is None:
     print(f"no {reference}: run this notebook on two GPUs and commit its results.json there")
 else:
-    plots.describe(committed, f"committed {reference}")
-    plots.show_speed(committed, level)
-    plots.show_checks(committed)
+    two_gpus_report.describe(committed, f"committed {reference}")
+    two_gpus_report.show_speed(committed, level)
+    two_gpus_report.show_checks(committed)
 
 # %%
 if committed is not None:
-    plots.explain_speedup(committed)
-plots.recipes_table(REPO_ROOT / recipes, level)
+    two_gpus_report.explain_speedup(committed)
+two_gpus_report.recipes_table(REPO_ROOT / recipes, level)
 
 # %% [markdown]
 # How to read the committed run: the speed-up lines above say whether two GPUs are faster

@@ -1,22 +1,22 @@
-"""Notebook 08's training entry point: the epoch coverage check, DALI's shard arithmetic it
-relies on, and the command line's refusals."""
+"""Notebook 08's training and its command, nailseg-train: the epoch coverage check, DALI's
+shard arithmetic it relies on, and the command line's refusals."""
 
 import numpy as np
 import pytest
 import pytorch_lightning as pl
 import torch
 
+from nailseg_common.commands import train as train_command
+from nailseg_common.commands.train import parse_args
 from nailseg_common.pipelines import dali_pipeline as dp
 from nailseg_common.setup import dali
 from nailseg_common.setup.profiles import select_profile
-from nailseg_common.training import arguments
 from nailseg_common.training.multi_gpu import (
     StepProfile,
     check_epoch_coverage,
     covered_ms,
     expected_missing,
     pads_into_next_epoch,
-    parse_args,
     shard_sizes,
 )
 
@@ -144,7 +144,7 @@ def test_step_profile_times_the_steps_of_one_epoch(tmp_path, epoch, steps, profi
 
 def test_defaults_come_from_the_profile_and_whole_epochs_are_trained():
     args, profile = parse_args(["--profile", "smoke"])
-    assert (args.devices, args.compile, args.run_name, args.pipeline) == (1, False, "ddp_1", "dali")
+    assert (args.devices, args.compile, args.run_name) == (1, False, "ddp_1")
     assert profile.batch_size == 8 and profile.max_train_batches is None
     assert profile.max_valid_batches is None
 
@@ -174,9 +174,9 @@ def refusal(capsys, argv) -> str:
     return capsys.readouterr().err
 
 
-def test_kornia_is_refused_with_the_reason_and_the_fix(capsys):
-    message = refusal(capsys, ["--profile", "smoke", "--pipeline", "kornia"])
-    assert "DistributedSampler" in message and "--pipeline dali" in message
+def test_there_is_no_pipeline_to_choose(capsys):
+    assert "unrecognized arguments: --pipeline" in refusal(
+        capsys, ["--profile", "smoke", "--pipeline", "kornia"])
 
 
 def test_recording_or_profiling_while_validating_is_refused(capsys, tmp_path):
@@ -205,13 +205,13 @@ def test_zero_devices_and_unknown_profiles_are_refused(capsys):
 
 
 def test_without_dali_the_message_says_where_it_runs(capsys, monkeypatch):
-    monkeypatch.setattr(arguments, "dali_available", lambda: False)
+    monkeypatch.setattr(train_command, "dali_available", lambda: False)
     monkeypatch.setattr(dali, "IMPORT_ERROR", ImportError("No module named 'nvidia.dali'"))
     assert "Linux" in refusal(capsys, ["--profile", "smoke"])
 
 
 def test_ddp_options_reach_distributed_data_parallel_only_when_given():
-    from nailseg_common.training.arguments import ddp_options
+    from nailseg_common.training.ddp_runs import ddp_options
 
     args, _ = parse_args(["--profile", "smoke"])
     assert ddp_options(args) == {"static_graph": False, "gradient_as_bucket_view": False}

@@ -51,6 +51,9 @@ def test_published_notebook_ran_on_its_gpu_without_errors(pair, request):
 AWAITING_RERUN: dict[str, str] = {
     "07_time_to_accuracy.ipynb": "imports datasheet_tflops from measure.profiling now (one line "
                                  "fewer, nothing else changed): its next GPU run re-publishes it",
+    "08_two_gpus.ipynb": "its report comes from measure.two_gpus_report and its command line from "
+                         "commands.train (run takes the parsed arguments): its next run on two "
+                         "GPUs re-publishes it",
 }
 
 

@@ -1,15 +1,21 @@
-"""The course's training command, ``nailseg-train --help``, and
-:func:`launch_training`, which runs it from a notebook as a terminal would.
+"""``nailseg-train``: the course's U-Net trained on one or more devices of one machine
+(Lightning DDP, a DALI shard per rank) until a target IoU, or a checkpoint validated.
 
-Notebook 08 teaches the code (:mod:`nailseg_common.training.multi_gpu`; its options are
-:mod:`nailseg_common.training.arguments`); Lightning's DDP launcher re-runs this same command
-once per further device. :func:`launch_training` runs it with the notebook's Python, the
-repository as the working folder and on ``PYTHONPATH``, the output captured; a failed run
-raises with the end of its output, where the reason is.
+Notebook 08 teaches the training (:func:`nailseg_common.training.multi_gpu.run`); this module
+is its command line: the options (every option that changes the run is one; what is not
+given comes from the profile: ``--profile``, else ``NAILSEG_PROFILE``, else the hardware),
+the run's profile, the problems caught before anything starts, and :func:`launch_training`,
+which runs the command from a notebook as a terminal would. The batch size is per device,
+the learning rate is used as given whatever the number of devices, and the run trains on
+whole epochs (the profiles' caps on batches per epoch are not applied). Lightning's DDP
+launcher re-runs this same command once per further device. :func:`script_options` and
+:func:`plan_options` build the command line notebook 08 launches.
 """
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -17,8 +23,134 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
+from nailseg_common.setup.dali import dali_available, dali_status
 from nailseg_common.setup.paths import REPO_ROOT
-from nailseg_common.training.multi_gpu import main
+from nailseg_common.setup.profiles import Profile, select_profile
+from nailseg_common.training.multi_gpu import run
+
+
+def argument_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nailseg-train",
+        description="Train the course's U-Net on one or more devices of one machine (Lightning "
+                    "DDP, a DALI shard per rank) until a target IoU, or validate a checkpoint.")
+    add = parser.add_argument
+    add("--profile", default="", help="smoke, cpu or gpu (default: $NAILSEG_PROFILE, else "
+        "from the hardware)")
+    add("--data-root", default="", help="a real dataset (default: the synthetic set)")
+    add("--num-images", type=int, help="size of the synthetic set")
+    add("--image-size", type=int, help="side of the square images the model sees")
+    add("--encoder", help="smp encoder name")
+    add("--precision", help='Lightning precision, e.g. "bf16-mixed"')
+    add("--devices", type=int, default=1, help="processes, one per device: GPUs, or CPU "
+        "processes talking through gloo")
+    add("--accelerator", choices=("cpu", "gpu"), help="default: the profile's")
+    add("--batch-size", type=int, help="per device: a step trains on devices × batch images")
+    add("--lr", type=float, help="peak learning rate, used as given for any number of devices")
+    add("--warmup-steps", type=int, help="linear warm-up steps before the cosine decay "
+        "(default: the profile's)")
+    add("--max-steps", type=int, help="optimizer steps of the schedule and of the run")
+    add("--target-iou", type=float, default=0.85, help="stop at the first validation with "
+        "hard IoU at least this")
+    add("--val-every-n-epochs", type=int, help="validate every n epochs (default: the profile's)")
+    add("--compile", action=argparse.BooleanOptionalAction, help="torch.compile the U-Net; the "
+        "loss stays eager (default: the profile's compile_model)")
+    add("--bucket-cap-mb", type=float, help="DDP's gradient bucket size in MiB; a compiled "
+        "model's graph is split at bucket boundaries (default: PyTorch's, 25)")
+    add("--static-graph", action=argparse.BooleanOptionalAction, default=False, help="tell DDP "
+        "that every step uses the same parameters in the same order, so it can plan the "
+        "all-reduce once")
+    add("--gradient-as-bucket-view", action=argparse.BooleanOptionalAction, default=False,
+        help="let gradients be views into DDP's buckets (no copy into them after the "
+        "backward); CPU runs only: the fused AdamW of GPU runs refuses such gradients")
+    add("--ddp-on-one-device", action="store_true", help="wrap one device in DDP too: with "
+        "--devices 1, DDP's own cost per step without a second GPU")
+    add("--record-samples", action="store_true", help="record every training sample's file "
+        "and check that each epoch covers the training set once")
+    add("--profile-epoch", type=int, help="profile a few training steps of this epoch on rank 0 "
+        "(default: no profile)")
+    add("--validate", metavar="CKPT", help="validate this checkpoint instead of training")
+    add("--seed", type=int, default=42, help="model initialisation and augmentation")
+    add("--run-name", default="", help="logs and checkpoint go to runs/<profile>/<run name> "
+        "(default: ddp_<devices>)")
+    add("--out", default="", help="results as JSON, written by rank 0 (default: "
+        "<run folder>/result.json)")
+    return parser
+
+
+def run_profile(args: argparse.Namespace) -> Profile:
+    """The profile the arguments describe, with whole epochs (no cap on batches per epoch)."""
+    profile = select_profile(args.profile, num_images=args.num_images,
+                             image_size=args.image_size, encoder=args.encoder,
+                             precision=args.precision, accelerator=args.accelerator,
+                             batch_size=args.batch_size, lr=args.lr, max_steps=args.max_steps,
+                             warmup_steps=args.warmup_steps, compile_model=args.compile,
+                             val_every_n_epochs=args.val_every_n_epochs)
+    return dataclasses.replace(profile, max_train_batches=None, max_valid_batches=None)
+
+
+def argument_problem(args: argparse.Namespace, profile: Profile) -> str | None:
+    """What is wrong with the arguments, and how to fix it; None when nothing is."""
+    if not dali_available():
+        return dali_status()
+    if args.devices < 1:
+        return f"--devices {args.devices}: give 1 or more."
+    if args.gradient_as_bucket_view and profile.accelerator == "gpu":
+        return ("--gradient-as-bucket-view: a GPU run steps with AdamW's fused kernel, which "
+                "refuses gradients that are views into DDP's buckets (\"must have same dtype, "
+                "device, and layout\", on two H200s, 2026-11-24): leave it off on GPUs.")
+    gpus = torch.cuda.device_count()
+    if profile.accelerator == "gpu" and args.devices > gpus:
+        return (f"--devices {args.devices} but this machine shows {gpus} GPU(s): use "
+                f"--devices {gpus} or fewer (check CUDA_VISIBLE_DEVICES), or --accelerator cpu.")
+    if args.ddp_on_one_device and args.devices > 1:
+        return f"--ddp-on-one-device is for --devices 1; {args.devices} devices use DDP anyway."
+    if args.bucket_cap_mb is not None and args.bucket_cap_mb <= 0:
+        return f"--bucket-cap-mb {args.bucket_cap_mb}: give a size above 0 (PyTorch's is 25)."
+    if args.validate and (args.record_samples or args.profile_epoch is not None):
+        return ("--record-samples and --profile-epoch look at training batches: drop them "
+                "with --validate.")
+    if args.validate and not Path(args.validate).is_file():
+        return (f"--validate {args.validate}: no such checkpoint; train first (without "
+                "--validate) and pass the checkpoint path its results name.")
+    return None
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Profile]:
+    """The arguments and the run's profile (which holds warm-up, compile and validation
+    interval); a problem exits with a message naming the fix."""
+    parser = argument_parser()
+    args = parser.parse_args(argv)
+    try:
+        profile = run_profile(args)
+    except (ValueError, RuntimeError) as error:
+        parser.error(str(error))
+    problem = argument_problem(args, profile)
+    if problem:
+        parser.error(problem)
+    args.compile = profile.compile_model
+    args.run_name = args.run_name or f"ddp_{args.devices}"
+    return args, profile
+
+
+def script_options(profile: Profile, target_iou: float, data_root: str = "") -> list[str]:
+    """The options every launch of notebook 08 shares: ``profile``'s settings, the IoU level."""
+    return ["--profile", profile.name, "--num-images", str(profile.num_images),
+            "--image-size", str(profile.image_size), "--encoder", profile.encoder,
+            "--precision", profile.precision, "--accelerator", profile.accelerator,
+            "--batch-size", str(profile.ddp_batch_size), "--target-iou", str(target_iou),
+            "--val-every-n-epochs", str(profile.val_every_n_epochs),
+            "--compile" if profile.compile_model else "--no-compile",
+            *(["--data-root", data_root] if data_root else [])]
+
+
+def plan_options(plan: dict, profile_epoch: int) -> list[str]:
+    """A run's plan (``devices``, ``lr``, ``warmup``, ``steps``) as options of the script."""
+    return ["--devices", str(plan["devices"]), "--lr", str(plan["lr"]), "--warmup-steps",
+            str(plan["warmup"]), "--max-steps", str(plan["steps"]),
+            "--profile-epoch", str(profile_epoch)]
 
 
 def launch_training(out: Path, *options: str) -> dict:
@@ -37,6 +169,11 @@ def launch_training(out: Path, *options: str) -> dict:
     summary = [line for line in done.stdout.splitlines() if "device(s):" in line or "coverage" in line]
     print(f"[{out.stem}, {time.perf_counter() - started:.0f} s with start-up] " + "\n  ".join(summary))
     return json.loads(out.read_text())
+
+
+def main(argv: list[str] | None = None) -> dict | None:
+    """``nailseg-train``: train (or ``--validate``); rank 0 returns the results."""
+    return run(*parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from nailseg_common.data.preparation import ensure_prepared, read_split
 from nailseg_common.pipelines.dali_pipeline import DALINailDataModule, sample_names, split_files
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import Profile, set_matmul_precision
-from nailseg_common.training.arguments import ddp_options, parse_args, report, run_record
+from nailseg_common.training.ddp_runs import ddp_options, report, run_record
 from nailseg_common.training.fast_training import AccuracyClock, FastNailSegmentation, warm_up
 from nailseg_common.training.trainer import TrainingSpeed, make_trainer
 
@@ -261,9 +261,9 @@ def validate(args: argparse.Namespace, profile: Profile, location: DataLocation)
         "val_loss": float(totals[0] / totals[1])})
 
 
-def main(argv: list[str] | None = None) -> dict | None:
-    """``nailseg-train``: train (or ``--validate``); rank 0 returns the results."""
-    args, profile = parse_args(argv)
+def run(args: argparse.Namespace, profile: Profile) -> dict | None:
+    """``nailseg-train`` with its parsed ``args`` and ``profile``: train (or ``--validate``);
+    rank 0 returns the results."""
     set_matmul_precision(profile)  # TF32 on a GPU, for this process (as `start` in a notebook)
     # notebook 02's module logs these per rank (no sync_dist): the script reports the synced
     # IoU and Dice, and adds up the validation loss across the ranks itself

@@ -1,0 +1,175 @@
+"""What notebook 08 reports of its runs on one device and on several: the record of both,
+their speed and time to accuracy, the checks (every sample once an epoch, the same
+validation), where a step's time goes, and the recipes tried."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from IPython.display import display
+
+from nailseg_common.core.statistics import Verdict, ratio_spread
+from nailseg_common.measure.plots import plot_devices_speed, plot_iou_curves
+
+VALIDATION_METRICS = ("val_dice", "val_iou", "val_soft_dice", "val_loss")
+
+
+def combine(one: dict, many: dict, validation: dict[int, dict]) -> dict:
+    """The four launches as one record: both runs, the validation comparison, coverage."""
+    first, last = validation[min(validation)], validation[max(validation)]
+    differences = {name: abs(first[name] - last[name]) for name in VALIDATION_METRICS}
+    return {"date": many["date"], "devices": many["devices"], "versions": many["versions"],
+            "python": many["python"],
+            "runs": {"one device": one, f"{many['world_size']} devices": many},
+            "speedup": (many["train_img_s"] / one["train_img_s"]
+                        if many["train_img_s"] and one["train_img_s"] else None),
+            "validation": {"by_devices": {k: {name: v[name] for name in VALIDATION_METRICS}
+                                          for k, v in validation.items()},
+                           "abs_difference": differences,
+                           "max_abs_difference": max(differences.values()),
+                           "identical": all(d == 0 for d in differences.values())},
+            "coverage": many["coverage"]}
+
+
+def read_record(path: Path) -> dict | None:
+    """A committed results file, None if it is missing."""
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def describe(record: dict, label: str) -> None:
+    """Where a record comes from: date, devices, Python and library versions."""
+    versions = ", ".join(f"{name} {version}" for name, version in record["versions"].items())
+    print(f"{label}: {record['date']}, {record['devices'][0]} × {len(record['devices'])}, "
+          f"Python {record['python']}; {versions}")
+
+
+def devices_table(record: dict) -> pd.DataFrame:
+    return pd.DataFrame.from_dict({name: {
+        "devices": run["world_size"],
+        "global batch": run["world_size"] * run["config"]["profile"]["batch_size"],
+        "peak lr": run["config"]["lr"], "steps": run["steps"],
+        "train img/s": run["train_img_s"], "compile s": run["compile_s"], "fit s": run["fit_s"],
+        "best IoU": run["best_iou"]}
+        for name, run in record["runs"].items()}, orient="index")
+
+
+def seconds_to(history: list[dict], level: float) -> float | None:
+    """Seconds from the start of ``fit`` to the first validation with ``val_iou >= level``."""
+    return next((row["seconds"] for row in history if row["val_iou"] >= level), None)
+
+
+def window_rates(run: dict) -> list[float]:
+    """The training images/s of every epoch of ``run`` but the first (the warm-up) and the
+    one the step profile slowed down."""
+    profiled = (run.get("step_profile") or {}).get("epoch")
+    return [epoch["images"] / epoch["seconds"] for index, epoch in enumerate(run["epochs"])
+            if index > 0 and epoch.get("epoch", index) != profiled]
+
+
+def speedup_verdict(record: dict, target: float, basis: str) -> Verdict | None:
+    """Images/s on N devices over one against ``target``, spread from the epochs' windows."""
+    one, many = record["runs"].values()
+    rates = window_rates(many), window_rates(one)
+    if not rates[0] or not rates[1]:
+        return None
+    return Verdict(f"images/s, {many['world_size']} devices ÷ one", statistics.median(rates[0])
+                   / statistics.median(rates[1]), target, ratio_spread(*rates), basis)
+
+
+def show_speed(record: dict, level: float) -> None:
+    """Images/s and time to IoU ``level`` of both runs, and the speed-up against one device."""
+    runs = record["runs"]
+    table = devices_table(record).assign(**{f"s to IoU {level}": [
+        seconds_to(run["history"], level) for run in runs.values()]})
+    display(table.round({"train img/s": 1, "compile s": 1, "fit s": 1, "best IoU": 3}))
+    _, (bars, curves) = plt.subplots(1, 2, figsize=(11, 3.8))
+    plot_devices_speed({name: run["train_img_s"] for name, run in runs.items()}, ax=bars)
+    plot_iou_curves({name: run["history"] for name, run in runs.items()}, level, ax=curves)
+    plt.show()
+    verdict = speedup_verdict(record, 1.0, "one device, same run")
+    print(verdict or "too few epochs to time (the first epoch is left out)")
+    one, many = (seconds_to(run["history"], level) for run in runs.values())
+    if one and many:
+        print(f"time to IoU {level}: {one:.1f} s on one device, {many:.1f} s on "
+              f"{list(runs.values())[1]['world_size']} ({many / one - 1:+.0%})")
+
+
+def show_checks(record: dict) -> None:
+    """The coverage of every complete epoch and the validation on one device and on several."""
+    coverage = pd.DataFrame(record["coverage"] or [])
+    if not coverage.empty:
+        coverage["per_rank"] = coverage["per_rank"].map(lambda sizes: " + ".join(map(str, sizes.values())))
+        coverage["duplicates"] = coverage["duplicates"].map(len)
+        coverage["unknown"] = coverage["unknown"].map(len)
+        display(coverage.set_index("epoch").head(4))
+        print(f"{coverage['ok'].sum()} of {len(coverage)} complete epochs saw each training image "
+              "once, but the expected DROP remainder" + ("" if coverage["ok"].all()
+                                                          else ": COVERAGE WRONG in the others"))
+    checked = record["validation"]
+    display(pd.DataFrame({f"{k} device(s)": v for k, v in checked["by_devices"].items()}
+                         | {"|difference|": checked["abs_difference"]}))
+    print("validation metrics on one device and on several: "
+          + ("identical" if checked["identical"]
+             else f"differ by at most {checked['max_abs_difference']:.1e}"))
+
+
+def step_breakdown(record: dict) -> pd.DataFrame | None:
+    """Milliseconds per training step of each run, by part; None without step profiles."""
+    columns = {}
+    for name, run in record["runs"].items():
+        profiled = run.get("step_profile")
+        later = run["epochs"][1:]
+        if not profiled or not later:
+            return None
+        batch = run["world_size"] * run["config"]["profile"]["batch_size"]
+        per_step_ms = statistics.median(1e3 * e["seconds"] * batch / e["images"] for e in later)
+        columns[name] = {
+            "compute (kernels other than NCCL's)": profiled["compute_ms"],
+            "all-reduce not hidden": profiled["all_reduce_not_hidden_ms"],
+            "idle within the steps": profiled["idle_ms"],
+            "epoch boundary, per step": per_step_ms - profiled["wall_ms"],
+            "time per step": per_step_ms,
+            "images per step": batch}
+    return pd.DataFrame(columns)
+
+
+def explain_speedup(record: dict) -> None:
+    """The breakdown table, and the difference per step between the runs, part by part."""
+    table = step_breakdown(record)
+    if table is None:
+        print("no step profiles in this record (runs of fewer than two epochs)")
+        return
+    display(table.round(2))
+    one_name, many_name = table.columns
+    difference = (table[many_name] - table[one_name]).drop(["time per step", "images per step"])
+    if difference.isna().any():
+        print("no GPU: the profile holds wall time only, the parts are not measured")
+        return
+    one_ms, many_ms = table.loc["time per step", one_name], table.loc["time per step", many_name]
+    devices = table.loc["images per step", many_name] / table.loc["images per step", one_name]
+    print(f"a step on {devices:.0f} devices takes {many_ms - one_ms:+.1f} ms longer than on one "
+          f"({one_ms:.1f} ms), so the images/s grow {devices:.0f} × {one_ms:.1f} / {many_ms:.1f} "
+          f"= {devices * one_ms / many_ms:.2f} ×; the difference by part:")
+    for part, ms in difference.sort_values(ascending=False).items():
+        print(f"  {part:38s} {ms:+6.2f} ms")
+    exposed = table.loc["all-reduce not hidden", many_name]
+    print(speedup_verdict(record, devices * one_ms / (one_ms + exposed),
+                          f"{devices:.0f}× less the exposed all-reduce"))
+
+
+def recipes_table(path: Path, level: float) -> pd.DataFrame | None:
+    """The two-GPU recipes tried before the published run (a committed results file), with
+    the seconds each took to IoU ``level``."""
+    recipes = read_record(path)
+    if recipes is None:
+        return None
+    print(f"{path.name}: {recipes['what']}")
+    return pd.DataFrame.from_dict({name: {
+        "peak lr": run["lr"], "max steps": run["max_steps"],
+        f"s to IoU {level}": seconds_to(run["history"], level), "best IoU": run["best_iou"],
+        "train img/s": run["train_img_s"]} for name, run in recipes["runs"].items()},
+        orient="index").round({f"s to IoU {level}": 1, "best IoU": 3, "train img/s": 1})
