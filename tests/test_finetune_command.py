@@ -178,3 +178,14 @@ def test_a_wrong_number_exits_2_naming_the_option(tmp_path, capsys, option, mess
         main([str(tmp_path / "photos"), str(tmp_path / "out"), *option])
     assert stop.value.code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_checkpoint_of_another_model_is_refused_before_any_training(folders):
+    checkpoint = folders / "other.ckpt"
+    torch.save({"hyper_parameters": {"encoder": "mobilenet_v2"},
+                "state_dict": torch.nn.Conv2d(3, 1, 3).state_dict()}, checkpoint)
+    out = folders / "out"
+    result = run(write_photos(folders / "two", 2), out, *OPTIONS, "--checkpoint", str(checkpoint))
+    assert result.code == 2 and result.err.count("\n") == 1
+    assert f"{checkpoint} is not a checkpoint of this course's U-Net" in result.err
+    assert not out.exists()

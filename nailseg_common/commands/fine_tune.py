@@ -55,7 +55,12 @@ from nailseg_common.setup.profiles import (
     set_matmul_precision,
 )
 from nailseg_common.setup.progress import progress
-from nailseg_common.training.checkpoints import Checkpoint, choose_checkpoint, save_weights
+from nailseg_common.training.checkpoints import (
+    Checkpoint,
+    build_model,
+    choose_checkpoint,
+    save_weights,
+)
 from nailseg_common.training.fine_tuning import (
     PhotosOnDevice,
     compare_starts,
@@ -219,6 +224,7 @@ def fine_tune_photos(args: argparse.Namespace, argv: list[str]) -> int:
     if checkpoint is None:
         raise DataError(f"No checkpoint of profile {name!r} and no model shipped with the "
                         "course: pass --checkpoint PATH (a best-*.ckpt or a model.pt).")
+    build_model(checkpoint)  # weights that do not fit the U-Net: DataError, before any training
     check_out(out, str(args.out), args.force)
     profile = select_profile(name, accelerator=accelerator)
     cfg = dataclasses.replace(profile, image_size=args.image_size or profile.finetune_image_size,
