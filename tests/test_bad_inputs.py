@@ -17,6 +17,7 @@ import pytest
 from PIL import Image
 from test_preparation import _image, _leftovers, _mask, write_pair
 
+from nailseg_common.core import files
 from nailseg_common.core.errors import DataError
 from nailseg_common.data.preparation import (
     dataset_table,
@@ -237,8 +238,12 @@ def test_a_data_dir_without_write_or_execute_permission_is_named(dataset, tmp_pa
         data.chmod(0o700)
 
 
+@pytest.mark.parametrize("error", [
+    OSError(errno.ENOSPC, "No space left on device"),
+    OSError("15360 requested and 12160 written")],  # numpy's, without an errno
+    ids=["ENOSPC", "numpy without errno"])
 def test_a_full_disk_leaves_nothing_behind_and_a_second_run_works(dataset, tmp_path,
-                                                                  monkeypatch):
+                                                                  monkeypatch, error):
     prepared = _prepare(dataset, tmp_path)
     before = {p: p.read_bytes() for p in prepared.rglob("*") if p.is_file()}
     write_pair(dataset, 1, "added")
@@ -246,11 +251,14 @@ def test_a_full_disk_leaves_nothing_behind_and_a_second_run_works(dataset, tmp_p
 
     def full(path, *args, **kwargs):
         if "added" in str(path):
-            raise OSError(errno.ENOSPC, "No space left on device")
+            monkeypatch.setattr(files, "free_bytes", lambda path: 2048)
+            raise error
         return save(path, *args, **kwargs)
     monkeypatch.setattr(np, "save", full)
-    with pytest.raises(DataError, match=f"No space left on the disk of {re.escape(str(prepared))}"
-                                        ".*free some space.*nothing half-written was kept"):
+    with pytest.raises(DataError, match=f"Cannot write to {re.escape(str(prepared))}: the disk "
+                                        f"holding {re.escape(str(prepared))} is full \\(2048 "
+                                        "bytes free\\): free some space, or set NAILSEG_DATA_DIR"
+                                        ".*nothing half-written was kept"):
         _prepare(dataset, tmp_path)
     assert {p: p.read_bytes() for p in prepared.rglob("*") if p.is_file()} == before
     assert _leftovers(tmp_path) == []

@@ -18,8 +18,9 @@ import pytest
 import torch
 from PIL import Image
 
-from nailseg_common.commands import predict
+from nailseg_common.commands import command_line, fine_tune, predict
 from nailseg_common.commands.fine_tune import MODEL, SCORES, STOPPED, SUMMARY, main
+from nailseg_common.core import files
 from nailseg_common.setup.paths import REPO_ROOT
 from nailseg_common.training.fine_tuning import PhotosOnDevice
 
@@ -112,8 +113,11 @@ def test_model_pt_is_kept_without_force_and_replaced_with_it(fine_tuned, folders
                            "another OUT.\n")
     assert (out / MODEL).read_bytes() == b"an earlier model"
 
+    (out / f".{MODEL}.tmp-999999999").write_bytes(b"")  # what killed runs left
+    (out / ".nailseg-finetune.tmp-999999999").mkdir()
     forced = run(fine_tuned.photos, out, *OPTIONS, "--no-cross-validation", "--force")
     assert forced.code == 0, forced.err
+    assert not [path for path in out.iterdir() if path.name.startswith(".")]
     assert "1/1" in forced.out and "gain" not in forced.out
     assert list(pd.read_csv(out / SCORES).columns) == ["image", "type", "zero-shot dice",
                                                        "zero-shot iou"]
@@ -170,9 +174,15 @@ def test_the_command_line_names_the_missing_folder_without_a_traceback(tmp_path)
     assert done.stderr.count("\n") == 1
 
 
-@pytest.mark.parametrize("option, message", [(["--steps", "0"], "at least 1 step"),
-                                             (["--lr", "0"], "between 0 and 1"),
-                                             (["--image-size", "100"], "multiple of 32")])
+@pytest.mark.parametrize("option, message", [
+    (["--steps", "0"], "--steps 0: a run needs at least 1 step"),
+    (["--steps", "2.5"], "--steps 2.5: not a whole number; a run needs at least 1 step"),
+    (["--lr", "0"], "between 0 and 1"),
+    (["--lr", "-1e-3"], "--lr -0.001: choose a peak learning rate between 0 and 1"),
+    (["--lr", "fast"], "--lr fast: not a number; choose a peak learning rate"),
+    (["--image-size", "100"], "multiple of 32"),
+    (["--image-size", "-64"], "--image-size -64: the U-Net needs a positive multiple of 32"),
+    (["--folds", "-2"], "--folds -2: choose 2 or more")])
 def test_a_wrong_number_exits_2_naming_the_option(tmp_path, capsys, option, message):
     with pytest.raises(SystemExit) as stop:
         main([str(tmp_path / "photos"), str(tmp_path / "out"), *option])
@@ -189,3 +199,78 @@ def test_a_checkpoint_of_another_model_is_refused_before_any_training(folders):
     assert result.code == 2 and result.err.count("\n") == 1
     assert f"{checkpoint} is not a checkpoint of this course's U-Net" in result.err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("name", [SCORES, SUMMARY])
+def test_the_users_scores_or_summary_are_kept_without_force(fine_tuned, folders, name):
+    out = folders / "out"
+    out.mkdir()
+    (out / name).write_text("the user's own")
+    result = run(fine_tuned.photos, out, *OPTIONS)
+    assert result.code == 2 and result.out == ""
+    assert result.err == f"error: {out / name} exists: pass --force to overwrite it, or " \
+                         "another OUT.\n"
+    assert [path.name for path in out.iterdir()] == [name]
+    assert (out / name).read_text() == "the user's own"
+
+
+def test_an_out_inside_photos_root_is_refused(fine_tuned, folders):
+    result = run(fine_tuned.photos, fine_tuned.photos / "out", *OPTIONS)
+    assert result.code == 2
+    assert result.err == (f"error: OUT {fine_tuned.photos / 'out'} lies inside PHOTOS_ROOT "
+                          f"{fine_tuned.photos}, which is only read: pass an OUT outside it.\n")
+    assert not (fine_tuned.photos / "out").exists()
+
+
+def test_an_out_without_room_for_the_model_is_refused_before_the_runs(fine_tuned, folders,
+                                                                       monkeypatch):
+    monkeypatch.setattr(fine_tune, "free_bytes", lambda path: 1000)
+    monkeypatch.setattr(files, "free_bytes", lambda path: 1000)
+    result = run(fine_tuned.photos, folders / "out", *OPTIONS)
+    assert result.code == 2 and "fine-tuning runs" not in result.out
+    assert result.err.startswith(f"error: Cannot write to OUT {folders / 'out'}: the disk "
+                                 f"holding {folders / 'out'} is full (1000 bytes free), the "
+                                 "model needs about ")
+    assert result.err.count("\n") == 1
+
+
+def test_a_disk_full_while_saving_ends_in_one_line_and_keeps_the_users_files(
+        fine_tuned, folders, monkeypatch):
+    """torch.save's RuntimeError on a full disk (its C++ writer gives no errno)."""
+    out = folders / "out"
+    out.mkdir()
+    earlier = {name: f"earlier {name}" for name in (MODEL, SCORES, SUMMARY)}
+    for name, text in earlier.items():
+        (out / name).write_text(text)
+
+    def full(*args, **kwargs):
+        monkeypatch.setattr(files, "free_bytes", lambda path: 512)  # what the writes left
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 64 vs 0")
+    monkeypatch.setattr(torch, "save", full)
+    result = run(fine_tuned.photos, out, *OPTIONS, "--no-cross-validation", "--force")
+    assert result.code == 2
+    assert result.err == (f"error: Cannot write {MODEL}, {SCORES} and {SUMMARY} to {out}: the "
+                          f"disk holding {out} is full (512 bytes free): free some space, or "
+                          "pass an OUT folder on another disk; nothing was written.\n")
+    assert {path.name: path.read_text() for path in out.iterdir()} == earlier
+
+
+def test_ctrl_c_while_starting_ends_in_one_line(monkeypatch, capsys):
+    def interrupt(name):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(command_line.importlib, "import_module", interrupt)
+    assert command_line.fine_tune() == 130 and command_line.predict() == 130
+    assert capsys.readouterr().err == f"{command_line.STARTING}\n" * 2
+    with pytest.raises(SystemExit) as stop, command_line.starting("__main__"):
+        raise KeyboardInterrupt
+    assert stop.value.code == 130
+    with pytest.raises(KeyboardInterrupt), command_line.starting("nailseg_common.commands.x"):
+        raise KeyboardInterrupt
+
+
+def test_the_command_lines_start_without_torch():
+    """What runs before the heavy imports (Ctrl-C there is one line) imports no torch."""
+    code = ("import sys; import nailseg_common.commands.command_line; "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO_ROOT,
+                   env={**os.environ, "NO_ALBUMENTATIONS_UPDATE": "1"})

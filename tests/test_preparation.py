@@ -3,6 +3,7 @@
 import dataclasses
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from nailseg_common.data.images import MASK_THRESHOLD, read_binary_mask, read_rg
 from nailseg_common.data.preparation import (
     COLUMNS,
     MIN_STEPS_PER_EPOCH,
+    SPLITS,
     dataset_table,
     ensure_prepared,
     find_pairs,
@@ -144,6 +146,21 @@ def test_changed_inputs_are_prepared_again(dataset, tmp_path):
     location = _location(dataset, tmp_path)
     both = pd.concat([read_split(location, "train"), read_split(location, "valid")])
     assert str(dataset / "Images" / "1" / "added.png") in set(both["image"])
+
+
+def test_a_mask_replaced_with_the_same_size_and_time_is_prepared_again(dataset, tmp_path):
+    """Uncompressed PNGs: another mask of the same size in bytes, given the old one's time."""
+    _, mask = write_pair(dataset, 1, "redrawn")
+    _mask(0).save(mask, compress_level=0)
+    before = mask.stat()
+    _prepare(dataset, tmp_path)
+    _mask(3).save(mask, compress_level=0)
+    os.utime(mask, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (mask.stat().st_size, mask.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    _prepare(dataset, tmp_path)
+    table = pd.concat([read_split(_location(dataset, tmp_path), split) for split in SPLITS])
+    prepared = table[table["mask"] == str(mask)]["npy_mask"].item()
+    assert np.array_equal(np.load(prepared)[..., 0] > 0, np.asarray(_mask(3)) > 0)
 
 
 def test_ensure_prepared_generates_the_synthetic_set_once(tmp_path, monkeypatch):

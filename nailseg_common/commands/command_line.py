@@ -1,19 +1,105 @@
 """How the course's commands end on a user's mistake or Ctrl-C: one line naming the file and
-the fix, no traceback."""
+the fix, no traceback. Light to import (no torch): a command's heavy imports come after it,
+inside :func:`starting`, so Ctrl-C during them ends in one line too."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import importlib
 import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-
-import torch
-from pytorch_lightning.utilities.exceptions import SIGTERMException
+from typing import TYPE_CHECKING
 
 from nailseg_common.core.errors import DataError
+
+if TYPE_CHECKING:
+    import torch
+
+STARTING = "stopped (Ctrl-C) while starting: nothing was written."
+
+
+@contextlib.contextmanager
+def starting(module: str) -> Iterator[None]:
+    """Around a command module's heavy imports (torch...): Ctrl-C there ends in one line, exit
+    130, when the module runs as ``python -m`` (``module`` is its ``__name__``); imported, the
+    :class:`KeyboardInterrupt` goes on to the importer (:func:`launch`'s line)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if module != "__main__":
+            raise
+        print(STARTING, file=sys.stderr)
+        raise SystemExit(130) from None
+
+
+def launch(module: str) -> int:
+    """Import ``nailseg_common.commands.<module>`` and run its ``main()``: the entry points'
+    start, so Ctrl-C during the imports prints one line, exit 130."""
+    try:
+        main = importlib.import_module(f"nailseg_common.commands.{module}").main
+    except KeyboardInterrupt:
+        print(STARTING, file=sys.stderr)
+        return 130
+    return main()
+
+
+def predict() -> int:
+    """``nailseg-predict``."""
+    return launch("predict")
+
+
+def fine_tune() -> int:
+    """``nailseg-finetune``."""
+    return launch("fine_tune")
+
+
+def joined_numbers(argv: list[str], options: tuple[str, ...]) -> list[str]:
+    """``argv`` with each numeric option followed by a negative number (``--lr -1e-3``) joined
+    as ``--lr=-1e-3``: argparse reads ``-1e-3`` as an option of its own."""
+    joined, index = [], 0
+    while index < len(argv):
+        word = argv[index]
+        if word == "--":
+            return joined + argv[index:]
+        following = argv[index + 1] if index + 1 < len(argv) else ""
+        if word in options and following.startswith("-") and _is_number(following):
+            joined.append(f"{word}={following}")
+            index += 2
+        else:
+            joined.append(word)
+            index += 1
+    return joined
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def check_numbers(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                  rules: dict[str, tuple[type, Callable[[float], bool], str]]) -> None:
+    """Each option of ``rules`` (``{"--lr": (float, rule, fix)}``) given as text converted in
+    ``args``; a value of the wrong kind or out of its ``rule`` exits 2 through
+    ``parser.error``: ``--lr -0.001: choose ...``."""
+    for option, (kind, rule, fix) in rules.items():
+        dest = option.removeprefix("--").replace("-", "_")
+        text = getattr(args, dest)
+        if not isinstance(text, str):
+            continue
+        try:
+            value = kind(text)
+        except ValueError:
+            parser.error(f"{option} {text}: not a {'whole ' if kind is int else ''}number; {fix}")
+        if not rule(value):
+            parser.error(f"{option} {value}: {fix}")
+        setattr(args, dest, value)
 
 
 def run_command(command: Callable[[], int], stopped: str) -> int:
@@ -51,6 +137,8 @@ def lightning_ctrl_c() -> Iterator[None]:
     """Lightning ends a fit that Ctrl-C stopped with ``sys.exit(1)``, Ctrl-C ignored from then
     on: raise :class:`KeyboardInterrupt` instead (:func:`run_command`'s line), Ctrl-C's
     handler back. Lightning's exit on SIGTERM goes on as it is."""
+    from pytorch_lightning.utilities.exceptions import SIGTERMException
+
     handler = signal.getsignal(signal.SIGINT)
     try:
         yield
@@ -63,6 +151,8 @@ def lightning_ctrl_c() -> Iterator[None]:
 
 def choose_device(choice: str) -> torch.device:
     """``cuda`` or ``cpu``; ``auto`` is ``cuda`` when PyTorch sees a GPU."""
+    import torch
+
     if choice == "cuda" and not torch.cuda.is_available():
         raise DataError("--device cuda, but PyTorch sees no CUDA GPU: use --device cpu (or auto).")
     return torch.device("cuda" if choice != "cpu" and torch.cuda.is_available() else "cpu")

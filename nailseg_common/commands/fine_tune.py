@@ -27,64 +27,102 @@ import argparse
 import contextlib
 import dataclasses
 import io
+import os
 import platform
+import shutil
 import sys
 import warnings
 from datetime import UTC, datetime
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
 from nailseg_common.commands.command_line import (
+    check_numbers,
     choose_device,
     create_out,
+    joined_numbers,
     lightning_ctrl_c,
     run_command,
+    starting,
 )
-from nailseg_common.core.errors import DataError
-from nailseg_common.core.files import staged_file, write_json
-from nailseg_common.core.statistics import Verdict, mean_spread, paired_gain
-from nailseg_common.data.preparation import ensure_prepared, fit_batch_to_split
-from nailseg_common.pipelines.kornia_pipeline import BatchSlices
-from nailseg_common.setup.environment import device_description, library_versions
-from nailseg_common.setup.profiles import (
-    Profile,
-    profile_name,
-    select_profile,
-    set_matmul_precision,
-)
-from nailseg_common.setup.progress import progress
-from nailseg_common.training.checkpoints import (
-    Checkpoint,
-    build_model,
-    choose_checkpoint,
-    save_weights,
-)
-from nailseg_common.training.fine_tuning import (
-    PhotosOnDevice,
-    compare_starts,
-    cross_validate,
-    fine_tune,
-    k_folds,
-    photos_on_device,
-    predict_logits,
-    score_photos,
-    start_model,
-)
-from nailseg_common.training.unet import LitNailSegmentation
+
+with starting(__name__):  # Ctrl-C during these imports: one line (see command_line)
+    import numpy as np
+    import pandas as pd
+    import torch
+
+    from nailseg_common.core.errors import DataError
+    from nailseg_common.core.files import (
+        as_disk_full,
+        disk_full,
+        free_bytes,
+        is_disk_full,
+        stale_staging,
+        write_json,
+    )
+    from nailseg_common.core.statistics import Verdict, mean_spread, paired_gain
+    from nailseg_common.data.preparation import LAYOUT_HELP, ensure_prepared, fit_batch_to_split
+    from nailseg_common.pipelines.kornia_pipeline import BatchSlices
+    from nailseg_common.setup.environment import device_description, library_versions
+    from nailseg_common.setup.profiles import (
+        Profile,
+        profile_name,
+        select_profile,
+        set_matmul_precision,
+    )
+    from nailseg_common.setup.progress import progress
+    from nailseg_common.training.checkpoints import (
+        Checkpoint,
+        build_model,
+        choose_checkpoint,
+        save_weights,
+    )
+    from nailseg_common.training.fine_tuning import (
+        PhotosOnDevice,
+        compare_starts,
+        cross_validate,
+        fine_tune,
+        k_folds,
+        photos_on_device,
+        predict_logits,
+        score_photos,
+        start_model,
+    )
+    from nailseg_common.training.unet import LitNailSegmentation
 
 MODEL, SCORES, SUMMARY = "model.pt", "scores.csv", "summary.json"
+OUTPUTS = (SCORES, SUMMARY, MODEL)
+"""What a run writes, in the order they are renamed into place."""
+STAGING = "nailseg-finetune"
+"""``OUT/.nailseg-finetune.tmp-<pid>``: where a run writes :data:`OUTPUTS` before they land."""
+PHOTOS_HELP = ("Pass as PHOTOS_ROOT a folder with your photos in Images/<type>/ and their masks "
+               "(same names, .png or .jpg) in Masks/<type>/, or all of them directly in "
+               "Images/ and Masks/.")
+SPACE_MARGIN = 1 << 20
+"""Room asked of OUT's disk beyond the model's weights: the scores, the summary, torch.save's
+overhead."""
 ZERO_SHOT, FINE_TUNED = "zero-shot", "fine-tuned"
 JSON_KEYS = {"hard Dice": "hard_dice", "± SE": "hard_dice_se", "IoU": "iou", "IoU ± SE": "iou_se",
              "worst Dice": "worst_dice"}
 """The names in summary.json of the score table's columns."""
-STOPPED = (f"stopped (Ctrl-C): nothing half-written was kept ({MODEL} is written last); run "
-           "the same command again.")
+STOPPED = (f"stopped (Ctrl-C): nothing half-written was kept ({MODEL}, {SCORES} and {SUMMARY} "
+           "land together); run the same command again.")
+
+
+NUMBERS = {
+    "--steps": (int, lambda steps: steps >= 1, "a run needs at least 1 step, e.g. 50."),
+    "--lr": (float, lambda lr: 0 < lr < 1, "choose a peak learning rate between 0 and 1, e.g. 1e-3."),
+    "--image-size": (int, lambda side: side > 0 and side % 32 == 0,
+                     "the U-Net needs a positive multiple of 32, e.g. 160."),
+    "--folds": (int, lambda folds: folds >= 2,
+                "choose 2 or more (each fold holds out some photos)."),
+}
+"""The numeric options: what they are, their rule, and the fix of a value that breaks it."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The command line, ``--help`` explaining each option; a wrong number exits 2."""
+    """The command line, ``--help`` explaining each option; a number of the wrong kind or sign
+    exits 2 naming the option (``--lr -1e-3`` is read as a number)."""
+    argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(
         prog="nailseg-finetune", description=__doc__.splitlines()[0],
         epilog="Exit status: 0 done; 2 no model written (the message says why); 130 stopped "
@@ -104,16 +142,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="smoke, cpu or gpu: the recipe (finetune_steps, finetune_lr, "
                              "finetune_image_size...); default: $NAILSEG_PROFILE, else chosen "
                              "from the hardware")
-    parser.add_argument("--steps", type=int, default=None,
+    parser.add_argument("--steps", default=None,
                         help="optimizer steps of each run (default: the profile's finetune_steps)")
-    parser.add_argument("--lr", type=float, default=None,
+    parser.add_argument("--lr", default=None,
                         help="peak learning rate of each run (default: the profile's "
                              "finetune_lr: cpu 3e-4, gpu 7e-4); with more --steps a higher one "
                              "may pay, see lab/real_photos_recipe")
-    parser.add_argument("--image-size", type=int, default=None,
+    parser.add_argument("--image-size", default=None,
                         help="side of the square the model sees, a multiple of 32 (default: "
                              "the profile's finetune_image_size: smoke 64, cpu 160, gpu 384)")
-    parser.add_argument("--folds", type=int, default=5,
+    parser.add_argument("--folds", default=5,
                         help="folds of the cross-validation (default 5; with fewer photos, one "
                              "a photo)")
     parser.add_argument("--no-cross-validation", dest="cross_validation",
@@ -123,27 +161,38 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                         help="where it trains (default: auto, as the profile says: gpu on a "
                              "GPU)")
-    parser.add_argument("--force", action="store_true", help=f"overwrite OUT/{MODEL}")
-    args = parser.parse_args(argv)
-    if args.image_size is not None and (args.image_size <= 0 or args.image_size % 32):
-        parser.error(f"--image-size {args.image_size}: the U-Net needs a positive multiple of 32.")
-    if args.steps is not None and args.steps < 1:
-        parser.error(f"--steps {args.steps}: a run needs at least 1 step.")
-    if args.lr is not None and not 0 < args.lr < 1:
-        parser.error(f"--lr {args.lr}: choose a peak learning rate between 0 and 1, e.g. 1e-3.")
-    if args.folds < 2:
-        parser.error(f"--folds {args.folds}: choose 2 or more (each fold holds out some photos).")
+    parser.add_argument("--force", action="store_true",
+                        help=f"overwrite {MODEL}, {SCORES} and {SUMMARY} in OUT")
+    args = parser.parse_args(joined_numbers(argv, tuple(NUMBERS)))
+    check_numbers(parser, args, NUMBERS)
     return args
 
 
-def check_out(out: Path, shown: str, force: bool) -> None:
-    """DataError when ``out`` (``shown`` as typed) is a file, or holds a :data:`MODEL` and
-    not ``force``."""
+def check_out(out: Path, shown: str, photos_root: Path, force: bool) -> None:
+    """DataError when ``out`` (``shown`` as typed) is a file, lies inside ``photos_root`` (only
+    read), or holds one of :data:`OUTPUTS` and not ``force``."""
     if out.exists() and not out.is_dir():
         raise DataError(f"OUT {shown} is a file: pass a folder.")
-    if (out / MODEL).exists() and not force:
-        raise DataError(f"{Path(shown) / MODEL} exists: pass --force to overwrite it, or "
+    root = photos_root.expanduser().resolve()
+    if out.is_relative_to(root):
+        raise DataError(f"OUT {shown} lies inside PHOTOS_ROOT {root}, which is only read: pass "
+                        "an OUT outside it.")
+    held = [name for name in OUTPUTS if (out / name).exists()]
+    if held and not force:
+        raise DataError(f"{Path(shown) / held[0]} exists: pass --force to overwrite it, or "
                         "another OUT.")
+
+
+def check_space(out: Path, checkpoint: Checkpoint) -> None:
+    """DataError, before the runs, when ``out``'s disk lacks room for the model (about the
+    start's weights) and the scores."""
+    needed = SPACE_MARGIN + sum(value.numel() * value.element_size()
+                                for value in checkpoint.state_dict.values()
+                                if isinstance(value, torch.Tensor))
+    if free_bytes(out) < needed:
+        raise DataError(f"Cannot write to OUT {out}: {disk_full(out)}, the model needs about "
+                        f"{needed} bytes: free some space, or pass an OUT folder on another "
+                        "disk.")
 
 
 def score_table(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -225,16 +274,20 @@ def fine_tune_photos(args: argparse.Namespace, argv: list[str]) -> int:
         raise DataError(f"No checkpoint of profile {name!r} and no model shipped with the "
                         "course: pass --checkpoint PATH (a best-*.ckpt or a model.pt).")
     build_model(checkpoint)  # weights that do not fit the U-Net: DataError, before any training
-    check_out(out, str(args.out), args.force)
+    check_out(out, str(args.out), args.photos_root, args.force)
     profile = select_profile(name, accelerator=accelerator)
     cfg = dataclasses.replace(profile, image_size=args.image_size or profile.finetune_image_size,
                               finetune_steps=args.steps or profile.finetune_steps,
                               finetune_lr=args.lr or profile.finetune_lr,
                               encoder=checkpoint.encoder)
     set_matmul_precision(cfg)
-    data = ensure_prepared(cfg, args.photos_root.expanduser())
+    try:
+        data = ensure_prepared(cfg, args.photos_root.expanduser())
+    except DataError as error:  # preparation's layout advice is the notebooks': this command's
+        raise DataError(str(error).replace(LAYOUT_HELP, PHOTOS_HELP)) from None
     cfg = fit_batch_to_split(cfg, data)
     create_out(out, str(args.out))  # before the runs: an OUT it cannot write stops it now
+    check_space(out, checkpoint)
     frame, photos = photos_on_device(data, cfg)
     folds = k_folds(len(frame), min(args.folds, len(frame))) if args.cross_validation else []
     print(f"start: {checkpoint.path}; {len(frame)} photos, "
@@ -262,18 +315,37 @@ def fine_tune_photos(args: argparse.Namespace, argv: list[str]) -> int:
 
 def write_outputs(out: Path, scores: pd.DataFrame, run: dict, model: LitNailSegmentation,
                   image_size: int) -> None:
-    """:data:`SCORES`, :data:`SUMMARY` and, last, :data:`MODEL` in ``out``, each written whole
-    or not at all; DataError naming the file when it cannot be written."""
-    path = out / SCORES
+    """:data:`SCORES`, :data:`SUMMARY` and :data:`MODEL` in ``out`` as one unit: all three are
+    written into a hidden staging folder in ``out`` (what a killed run left there is deleted
+    first), then renamed into place, the model last; DataError naming OUT when they cannot be
+    written, nothing of them left behind."""
+    for name in (*OUTPUTS, STAGING):  # staging of killed runs, theirs or an older version's
+        for left in stale_staging(out / name):
+            shutil.rmtree(left) if left.is_dir() else left.unlink(missing_ok=True)
+    staging = out / f".{STAGING}.tmp-{os.getpid()}"
     try:
-        with staged_file(path) as staging:
-            scores.to_csv(staging, index=False)
-        write_json(path := out / SUMMARY, run, default=float)  # numpy's numbers
-        with staged_file(path := out / MODEL) as staging:
-            save_weights(model, staging, image_size)
+        try:
+            staging.mkdir()
+            scores.to_csv(staging / SCORES, index=False)
+            write_json(staging / SUMMARY, run, default=float)  # numpy's numbers
+            save_weights(model, staging / MODEL, image_size)
+        except (OSError, RuntimeError) as error:
+            full = as_disk_full(error, staging)  # while the staged files still fill the disk
+            if full is not error:
+                raise full from error
+            raise
+        for name in OUTPUTS:
+            os.replace(staging / name, out / name)
     except OSError as error:
-        raise DataError(f"Cannot write {path} ({error.strerror or error}): free some space, "
-                        "or pass an OUT folder you can write.") from None
+        if is_disk_full(error):
+            raise DataError(f"Cannot write {MODEL}, {SCORES} and {SUMMARY} to {out}: "
+                            f"{disk_full(out)}: free some space, or pass an OUT folder on "
+                            "another disk; nothing was written.") from None
+        raise DataError(f"Cannot write {MODEL}, {SCORES} and {SUMMARY} to {out} "
+                        f"({error.strerror or error}): pass an OUT folder you can write; "
+                        "nothing was written.") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:

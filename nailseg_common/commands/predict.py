@@ -37,28 +37,33 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-import numpy as np
-import torch
-import torch.nn.functional as F
-from PIL import Image
-from torch import nn
-
 from nailseg_common.commands.command_line import (
+    check_numbers,
     choose_device,
     create_out,
+    joined_numbers,
     run_command,
+    starting,
     unwritable_out,
 )
-from nailseg_common.core.errors import DataError
-from nailseg_common.core.files import staged_file
-from nailseg_common.data.images import read_rgb
-from nailseg_common.data.preparation import IMAGE_SUFFIXES
-from nailseg_common.pipelines.albumentations_pipeline import valid_transform
-from nailseg_common.setup.paths import runs_dir, shown
-from nailseg_common.setup.profiles import PROFILES, profile_name
-from nailseg_common.setup.progress import progress
-from nailseg_common.training.checkpoints import SHIPPED_MODEL, build_model, choose_checkpoint
-from nailseg_common.training.fine_tuning import predict_logits
+
+with starting(__name__):  # Ctrl-C during these imports: one line (see command_line)
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+    from PIL import Image
+    from torch import nn
+
+    from nailseg_common.core.errors import DataError
+    from nailseg_common.core.files import disk_full, is_disk_full, staged_file
+    from nailseg_common.data.images import read_rgb
+    from nailseg_common.data.preparation import IMAGE_SUFFIXES
+    from nailseg_common.pipelines.albumentations_pipeline import valid_transform
+    from nailseg_common.setup.paths import runs_dir, shown
+    from nailseg_common.setup.profiles import PROFILES, profile_name
+    from nailseg_common.setup.progress import progress
+    from nailseg_common.training.checkpoints import SHIPPED_MODEL, build_model, choose_checkpoint
+    from nailseg_common.training.fine_tuning import predict_logits
 
 MASK_SUFFIX, OVERLAY_SUFFIX = ".png", "_overlay.jpg"
 MARKER = ".nailseg-predict"
@@ -194,8 +199,16 @@ def write_outputs(photo: np.ndarray, mask: np.ndarray, paths: tuple[Path, Path])
             with staged_file(path) as staging:
                 image.save(staging, **options)
         except OSError as error:
-            raise DataError(f"Cannot write {path} ({error.strerror or error}): free some space, "
-                            "or pass an OUT folder you can write.") from None
+            if is_disk_full(error):
+                raise DataError(f"Cannot write {path}: {disk_full(path.parent)}: free some "
+                                "space, or pass an OUT folder on another disk.") from None
+            raise DataError(f"Cannot write {path} ({error.strerror or error}): "
+                            "pass an OUT folder you can write.") from None
+
+
+NUMBERS = {"--image-size": (int, lambda side: side > 0 and side % 32 == 0,
+                            "the U-Net needs a positive multiple of 32, e.g. 160.")}
+"""The numeric option, its rule, and the fix of a value that breaks it."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -222,15 +235,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="smoke, cpu or gpu: where the default checkpoint is looked for and "
                              "the default --image-size (default: $NAILSEG_PROFILE, else chosen "
                              "from the hardware)")
-    parser.add_argument("--image-size", type=int, default=None,
+    parser.add_argument("--image-size", default=None,
                         help="side of the square the model sees, a multiple of 32 (default: "
                              "the side it was trained at, read from the checkpoint or its run's "
                              "hparams.yaml, else the profile's image_size: smoke 64, cpu 96, gpu 384)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                         help="where the model runs (default: auto, the GPU when there is one)")
-    args = parser.parse_args(argv)
-    if args.image_size is not None and (args.image_size <= 0 or args.image_size % 32):
-        parser.error(f"--image-size {args.image_size}: the U-Net needs a positive multiple of 32.")
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(joined_numbers(argv, tuple(NUMBERS)))
+    check_numbers(parser, args, NUMBERS)
     return args
 
 

@@ -9,6 +9,7 @@ damaged.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -54,6 +55,40 @@ def folder_lock(target: Path) -> Iterator[None]:
         yield
 
 
+FULL_BELOW = 1 << 20
+"""A write that fails without saying why, on a disk with less than this free, failed for want
+of space (numpy's ``OSError`` without an errno, ``torch.save``'s ``RuntimeError``)."""
+
+
+def free_bytes(path: str | os.PathLike) -> int:
+    """Bytes free on the disk holding ``path`` (its nearest existing folder); 0 when unknown."""
+    path = Path(path)
+    for folder in (path, *path.parents):
+        with contextlib.suppress(OSError):
+            return shutil.disk_usage(folder).free
+    return 0
+
+
+def as_disk_full(error: BaseException, folder: str | os.PathLike) -> BaseException:
+    """``error`` as an ``OSError`` of errno ``ENOSPC`` (naming ``folder``) when it is a write
+    failure that gives no errno and ``folder``'s disk has less than :data:`FULL_BELOW` free;
+    else ``error`` itself."""
+    if (isinstance(error, (OSError, RuntimeError)) and getattr(error, "errno", None) is None
+            and free_bytes(folder) < FULL_BELOW):
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.fspath(folder))
+    return error
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """``error`` says the disk (or the user's quota) is full."""
+    return isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full(folder: str | os.PathLike) -> str:
+    """``the disk holding FOLDER is full (N bytes free)``: the words of every full-disk error."""
+    return f"the disk holding {folder} is full ({free_bytes(folder)} bytes free)"
+
+
 @contextlib.contextmanager
 def staged_folder(target: Path) -> Iterator[Path]:
     """Yield an empty temporary sibling of ``target``; on success it replaces ``target``.
@@ -65,8 +100,11 @@ def staged_folder(target: Path) -> Iterator[Path]:
     staging.mkdir(parents=True)
     try:
         yield staging
-    except BaseException:
+    except BaseException as error:
+        full = as_disk_full(error, staging)  # before the staged files free their space
         shutil.rmtree(staging, ignore_errors=True)
+        if full is not error:
+            raise full from error
         raise
     old = target.parent / f".{target.name}.old-{os.getpid()}"
     if target.exists():
@@ -84,6 +122,11 @@ def staged_file(target: Path) -> Iterator[Path]:
     try:
         yield staging
         os.replace(staging, target)
+    except (OSError, RuntimeError) as error:
+        full = as_disk_full(error, target.parent)
+        if full is not error:
+            raise full from error
+        raise
     finally:
         staging.unlink(missing_ok=True)
 
@@ -113,6 +156,12 @@ def file_record(path: str | os.PathLike) -> dict:
             handle.seek(max(SAMPLE, size - SAMPLE))
             digest.update(handle.read(SAMPLE))
     return {"size": size, "digest": digest.hexdigest()}
+
+
+def content_digest(path: str | os.PathLike) -> str:
+    """A digest of the whole file at ``path`` (hex): a change anywhere in it shows."""
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, lambda: hashlib.blake2b(digest_size=16)).hexdigest()
 
 
 def file_records(folder: str | os.PathLike, names: Iterable[str]) -> dict[str, dict]:

@@ -56,6 +56,8 @@ import pandas as pd
 
 from nailseg_common.core.errors import DataError
 from nailseg_common.core.files import (
+    content_digest,
+    file_record,
     file_records,
     folder_lock,
     staged_folder,
@@ -291,13 +293,17 @@ def _find_pairs(raw: Path) -> list[Pair]:
 
 
 def _fingerprint(pairs: list[Pair], raw: Path) -> str:
-    """Cheap identity of the inputs: relative paths, sizes and modification times."""
+    """Identity of the inputs: relative paths, sizes, modification times and contents: a
+    digest of each mask whole (small files, and a mask redrawn keeps size and time as often as
+    not) and of each photo's ends (:func:`~nailseg_common.core.files.file_record`: another
+    photo differs in its header and its last bytes)."""
     digest = hashlib.sha256()
     for pair in pairs:
-        for path in (pair.image, pair.mask):
+        for path, content in ((pair.image, file_record(pair.image)["digest"]),
+                              (pair.mask, content_digest(pair.mask))):
             stat = path.stat()
-            digest.update(f"{path.relative_to(raw).as_posix()}|{stat.st_size}|{stat.st_mtime_ns}\n"
-                          .encode())
+            digest.update(f"{path.relative_to(raw).as_posix()}|{stat.st_size}|{stat.st_mtime_ns}"
+                          f"|{content}\n".encode())
     return digest.hexdigest()
 
 

@@ -18,6 +18,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from nailseg_common.core.files import disk_full, is_disk_full
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -85,9 +87,8 @@ def unwritable(error: OSError, folder: Path) -> str:
     where = Path(os.fsdecode(error.filename)) if error.filename else folder
     elsewhere = (f"or set NAILSEG_DATA_DIR to a folder you can write (it is {data_dir()}), "
                  "then run again: nothing half-written was kept")
-    if error.errno in (errno.ENOSPC, errno.EDQUOT):
-        return (f"No space left on the disk of {folder} (writing {where}): free some space, "
-                f"{elsewhere}.")
+    if is_disk_full(error):
+        return f"Cannot write to {folder}: {disk_full(folder)}: free some space, {elsewhere}."
     if error.errno in (errno.ENOTDIR, errno.EEXIST):
         blocker = next((p for p in (where, *where.parents) if p.exists() and not p.is_dir()), where)
         return (f"{blocker} is a file, but the course needs a folder there: move the file away, "
@@ -98,4 +99,5 @@ def unwritable(error: OSError, folder: Path) -> str:
         return (f"Cannot write to {where}: permission denied (a read-only folder, or one without "
                 "execute permission). Give your user access (chmod u+rwx on that folder), "
                 f"{elsewhere}.")
-    return f"Cannot write to {where} ({error.strerror or error}): {elsewhere}."
+    return (f"Cannot write to {where} ({error.strerror or error}): "
+            f"{elsewhere.removeprefix('or ')}.")

@@ -140,9 +140,13 @@ def build_model(checkpoint: Checkpoint) -> LitNailSegmentation:
 
 def save_weights(model: LitNailSegmentation, path: str | Path, image_size: int) -> Path:
     """``model``'s weights as :func:`read_checkpoint` reads them, with the ``image_size`` it
-    was trained at; returns ``path``."""
+    was trained at; returns ``path``. A failed write is an ``OSError`` (``torch.save`` raises
+    ``RuntimeError`` from its C++ writer: ``unexpected pos``, ``iostream error``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"hyper_parameters": dict(model.hparams), "state_dict": model.state_dict(),
-                "image_size": image_size}, path)
+    try:
+        torch.save({"hyper_parameters": dict(model.hparams), "state_dict": model.state_dict(),
+                    "image_size": image_size}, path)
+    except RuntimeError as error:
+        raise OSError(f"torch.save could not write {path}") from error
     return path
