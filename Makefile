@@ -52,7 +52,7 @@ BLOG_FROM ?= $(if $(wildcard published/*.ipynb),published,$(BUILD)/notebooks)
 BLOG_THEME ?= minima
 BLOG_LAYOUT ?=
 BLOG_REPO_URL ?= $(shell git remote get-url origin 2>/dev/null | sed -E 's#^git@([^:]+):#https://\1/#; s#\.git$$##' | grep -E '^https?://')
-blog: env  ## render the published edition into Jekyll posts (build/blog) and a static site (build/site)
+blog: env  ## render the published edition into a Jekyll site (build/blog: posts, _config.yml, index) and a static site (build/site)
 	$(PY) -m tools.publishing.blog --notebooks $(BLOG_FROM) --posts $(BUILD)/blog/_posts --site $(BUILD)/site --theme $(BLOG_THEME) $(if $(BLOG_LAYOUT),--layout $(BLOG_LAYOUT)) $(if $(BLOG_REPO_URL),--repo-url $(BLOG_REPO_URL))
 
 export: env  ## sync each notebook with its .py copy, then write the exported cells into nailseg_common

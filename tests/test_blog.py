@@ -26,7 +26,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 from nailseg_common.setup import paths
 from tools.publishing import blog
 
-TITLE = "A test post: figures & paths"  # the first heading without its "01 · "
+TITLE = "01 · A test post: figures & paths"  # the first heading, numbered
 BLOG_META = {
     "description": "Checks the renderer end to end.",
     "categories": ["testing", "jekyll"],
@@ -59,7 +59,7 @@ wide"""
 
 GOOD_CELLS = [
     new_markdown_cell(
-        f"# 01 · {TITLE}\n\nIntro paragraph with math $x^2$. The model trains with PyTorch "
+        f"# {TITLE}\n\nIntro paragraph with math $x^2$. The model trains with PyTorch "
         "Lightning and\nKornia, builds an `smp.Unet`, then PyTorch Lightning again; notebook\n"
         "02 goes on, as notebooks 01 and 02 (Kornia) say, and this is notebook 01. The original "
         "series used the Lovász hinge.\n\n```python\nLightning(notebook=02)\n```"
@@ -180,7 +180,7 @@ def test_posts_have_valid_front_matter_and_dates_from_the_run(rendered):
     assert re.fullmatch(r"/assets/images/01-test-post/[\w-]+\.png", image)
     assert (rendered / "blog" / image.lstrip("/")).is_file()
     second, _ = split_post(posts[1])
-    assert second["title"] == "Second post" and second["date"].startswith(str(today))  # clamped
+    assert second["title"] == "02 · Second post" and second["date"].startswith(str(today))  # clamped
     assert "image" not in second
 
 
@@ -193,19 +193,37 @@ def test_dates_are_never_after_the_run_nor_today(tmp_path):
     assert [p.name for p in posts] == ["2026-11-24-03-later.md"]
 
 
-def test_posts_are_dated_in_course_order_with_the_fields_their_theme_reads(tmp_path):
-    for name, ran in (("01_first", "2026-11-20T10:00:00+00:00"),
-                      ("02_second", "2026-11-20T09:00:00+00:00")):  # ran before 01
-        execute([new_markdown_cell(f"# {name}")], tmp_path / f"{name}.ipynb",
-                papermill={"start_time": ran})
-    posts, _ = blog.render(tmp_path, tmp_path / "_posts", tmp_path / "site", theme="fastpages")
+def test_posts_keep_their_run_times_and_the_index_lists_them_in_course_order(tmp_path):
+    for name, title, ran in (("01_first", "First", "2026-11-20T10:00:00+00:00"),
+                             ("02_second", "02 · Second", "2026-11-20T09:00:00+00:00")):
+        execute([new_markdown_cell(f"# {title}")], tmp_path / f"{name}.ipynb",
+                papermill={"start_time": ran})  # fmt: skip
+    posts, pages = blog.render(tmp_path, tmp_path / "blog/_posts", tmp_path / "site",
+                               theme="fastpages")  # fmt: skip
     first, second = (split_post(post)[0] for post in posts)
-    assert first["date"] == "2026-11-20 08:59:00 +0000"  # moved a minute before 02
+    assert first["date"] == "2026-11-20 10:00:00 +0000"  # when each ran, 02 before 01
     assert second["date"] == "2026-11-20 09:00:00 +0000"
+    assert (first["title"], second["title"]) == ("01 · First", "02 · Second")
     assert first["toc"] is True and first["comments"] is True and first["layout"] == "post"
-    posts, _ = blog.render(tmp_path, tmp_path / "_posts", tmp_path / "site",
+    index = (tmp_path / "blog/index.md").read_text(encoding="utf-8")
+    assert index.index("01 · First") < index.index("02 · Second")
+    config = yaml.safe_load((tmp_path / "blog/_config.yml").read_text(encoding="utf-8"))
+    assert "theme" not in config and not (tmp_path / "blog/assets/main.scss").exists()
+    assert all(page.parent == tmp_path / "site" for page in pages)
+    posts, _ = blog.render(tmp_path, tmp_path / "blog/_posts", tmp_path / "site",
                            theme="minimal-mistakes")  # fmt: skip
     assert split_post(posts[0])[0]["layout"] == "single"
+    config = yaml.safe_load((tmp_path / "blog/_config.yml").read_text(encoding="utf-8"))
+    assert config["theme"] == "minimal-mistakes-jekyll"
+
+
+def test_without_a_repository_the_post_says_so_without_a_link(tmp_path):
+    execute([new_markdown_cell("# 01 · Alone\n\nText.")], tmp_path / "01_alone.ipynb",
+            papermill={"start_time": RAN})  # fmt: skip
+    (post,), _ = blog.render(tmp_path, tmp_path / "blog/_posts", tmp_path / "site", repo_url="")
+    body = split_post(post)[1]
+    assert "the course's repository (this edition was published without its address)" in body
+    assert "[the course's repository]" not in body
 
 
 def test_every_image_link_resolves_and_has_alt_text(rendered):
@@ -460,19 +478,12 @@ def jekyll_executable() -> str:
     )
 
 
-JEKYLL_CONFIG = """title: course
-markdown: kramdown
-theme: minima
-plugins: [jekyll-feed, jekyll-seo-tag]
-"""
-
-
 def jekyll_build(site_source: Path) -> Path:
-    """Build ``site_source`` (holding ``_posts``) with Debian's jekyll and minima, the theme
-    ``layout: post`` is made for (Debian's jekyll-theme-minima, ruby-jekyll-seo-tag,
-    ruby-jekyll-feed: make browser installs them)."""
-    (site_source / "_config.yml").write_text(JEKYLL_CONFIG)
-    (site_source / "index.md").write_text("---\nlayout: home\n---\n")
+    """Build ``site_source``, the folder the renderer wrote (``_posts``, ``_config.yml``,
+    ``index.md``, ``assets``), as it is, with Debian's jekyll and minima (Debian's
+    jekyll-theme-minima, ruby-jekyll-seo-tag, ruby-jekyll-feed: make browser installs them)."""
+    config = yaml.safe_load((site_source / "_config.yml").read_text(encoding="utf-8"))
+    assert config["theme"] == "minima" and (site_source / "index.md").is_file()
     destination = site_source.parent / "_site"
     result = subprocess.run(
         [jekyll_executable(), "build", "--source", str(site_source), "--destination",
@@ -491,7 +502,7 @@ def jekyll_build(site_source: Path) -> Path:
 
 def check_jekyll_site(posts: list[Path], built: Path) -> None:
     """Every post is in ``built`` at its permalink in minima's post layout, with its title
-    and date, and its relative links resolve; minima's home lists them in course order."""
+    and date, and its relative links resolve; the home page lists them in course order."""
     for post in posts:
         meta, _ = split_post(post)
         page = built / meta["permalink"].lstrip("/")
@@ -506,7 +517,9 @@ def check_jekyll_site(posts: list[Path], built: Path) -> None:
             assert (page.parent / link).resolve().is_file(), f"{page.name}: {link}"
     home = (built / "index.html").read_text(encoding="utf-8")
     listed = re.findall(r'class="post-link" href="[^"]*/posts/([^"/]+)\.html"', home)
-    assert listed == sorted(listed, reverse=True) and len(listed) == len(posts), listed
+    assert listed == sorted(listed) and len(listed) == len(posts), listed
+    assert re.search(r"pre[^{}]*\{[^}]*white-space: *pre-wrap",
+                     (built / "assets/main.css").read_text(encoding="utf-8"))
 
 
 def html_text(text: str) -> str:
@@ -692,16 +705,18 @@ def test_site_opens_in_a_browser_without_console_errors(browser, rendered, tmp_p
 
 # -- the theme's column -------------------------------------------------------------------
 
-THEME_WIDTH = 800  # minima's page: a 740 px column and its margins
+THEME_WIDTH = 1280  # a laptop's window: minima's 740 px column in the middle
 FITS = """(() => {
   const root = document.documentElement, column = document.querySelector('.post-content');
   const wide = (e) => e.getBoundingClientRect().width > column.clientWidth + 1;
   return {page: [root.scrollWidth, root.clientWidth],
           tables: Array.from(column.querySelectorAll('table'), t => t.offsetWidth)
                        .filter(w => w > column.clientWidth + 1),
+          column: column.clientWidth,
+          pre: column.querySelectorAll('pre').length,
           outputs: Array.from(column.querySelectorAll('pre'))
-                        .filter(p => !p.closest('.highlighter-rouge'))
-                        .filter(p => p.scrollWidth > p.clientWidth + 1)
+                        .filter(p => p.scrollWidth > p.clientWidth
+                                     || p.getBoundingClientRect().width > column.clientWidth + 1)
                         .map(p => p.innerText.slice(0, 80)),
           images: Array.from(column.querySelectorAll('img')).filter(wide).length};
 })()"""
@@ -722,7 +737,8 @@ def assert_fits(fits: dict, name: str) -> None:
     width, client = fits["page"]
     assert width == client, f"{name}: the page scrolls sideways ({width} > {client} px)"
     assert not fits["tables"], f"{name}: tables wider than the column: {fits['tables']}"
-    assert not fits["outputs"], f"{name}: output hidden behind sideways scrolling: {fits['outputs']}"
+    assert fits["column"] <= 740 and fits["pre"], f"{name}: not minima's column: {fits}"
+    assert not fits["outputs"], f"{name}: code hidden behind sideways scrolling: {fits['outputs']}"
     assert not fits["images"], name
 
 

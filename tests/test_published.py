@@ -85,7 +85,7 @@ def test_the_edition_stays_small():
 
 def test_the_published_edition_renders(tmp_path, monkeypatch):
     """As an instructor publishes it: from another HOME, every post dated on or before the
-    day its notebook ran, titled without its number, linking out, and built by Jekyll."""
+    day its notebook ran, titled with its number, linking out, and built by Jekyll."""
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     posts, pages = blog.render(ROOT / "published", tmp_path / "blog/_posts", tmp_path / "site")
     assert len(posts) == len(SOURCES) and len(pages) == len(SOURCES) + 1
@@ -94,7 +94,7 @@ def test_the_published_edition_renders(tmp_path, monkeypatch):
         ran = nbformat.read(ROOT / "published" / source.name, as_version=4).metadata.papermill
         posted = dt.date.fromisoformat(str(meta["date"])[:10])
         assert posted <= dt.datetime.fromisoformat(ran.start_time).date(), post.name
-        assert not re.match(r"\d", meta["title"]), meta["title"]
+        assert meta["title"].startswith(source.name[:2] + " · "), meta["title"]
         assert len(re.findall(r"\]\(https?://", body)) >= 3, post.name
     check_jekyll_site(posts, jekyll_build(tmp_path / "blog"))
 

@@ -5,13 +5,16 @@
 
 * one Jekyll post per notebook, ``<posts>/YYYY-MM-DD-<slug>.md``, dated when the notebook
   ran (papermill's or the kernel's timestamps, else its ``blog.date``), never after the
-  build, each at least a minute before the next notebook's (a theme lists them in course
-  order); front matter ``layout``, ``title`` (the first heading without its number),
+  build; front matter ``layout``, ``title`` (the first heading, numbered "01 · ..."),
   ``description``, ``author``, ``date``, ``categories``, ``image`` (the first figure),
   ``permalink``, and ``toc``/``comments`` only for a theme that reads them (``THEMES``,
   docs/posts.md); figures in ``<posts>/../assets/images/<slug>/``
   linked relatively (the permalink is one level deep, so the same relative link works on
   disk and in the built blog, whatever its ``baseurl``);
+* beside ``<posts>``, what makes the folder a Jekyll site as it is: ``_config.yml`` (the
+  theme, its plugins, the course's title), ``index.md`` (every post in course order, not
+  newest first) and, for minima, ``assets/main.scss`` (the theme's stylesheet, code blocks
+  wrapped to the column instead of scrolling sideways);
 * a self-contained static site: ``<site>/index.html`` (every notebook with its date,
   description and categories) and one page per notebook (figures embedded, CSS inlined, no
   script or font from a CDN, so it works offline).
@@ -50,7 +53,6 @@ import ast
 import datetime as dt
 import functools
 import html
-import itertools
 import os
 import re
 import sys
@@ -765,25 +767,24 @@ def load_article(path: Path, replacements: dict[str, str], now: dt.datetime) -> 
                 cells.append(new_markdown_cell("Parameters injected for this run:"))
         cells.append(cell)
     notebook.cells = cells
-    title = NUMBERED_TITLE_RE.sub("", notebook_title(notebook))
+    number = re.match(r"\d+", path.stem)
+    title = numbered_title(notebook_title(notebook), int(number.group()) if number else None)
     ran = run_time(notebook) or dt.datetime.fromisoformat(notebook.metadata.blog["date"]).replace(
         tzinfo=dt.UTC
     )
     meta = {**notebook.metadata.blog, "title": title, "date": min(ran, now)}
-    number = re.match(r"\d+", path.stem)
     return Article(
         source=path, slug=slugify(path.stem), number=int(number.group()) if number else None,
         meta=meta, notebook=notebook, roots=roots, warnings=warnings,
     )  # fmt: skip
 
 
-def in_course_order(articles: list[Article]) -> None:
-    """Date each post at least a minute before the next one in the course, so that a theme
-    listing posts by date (newest first) lists them in the course's order, whatever order
-    the notebooks ran in (dates only move earlier: a post dated after the build is left out)."""
-    for article, following in reversed(list(itertools.pairwise(articles))):
-        latest = following.meta["date"] - dt.timedelta(minutes=1)
-        article.meta["date"] = min(article.meta["date"], latest)
+def numbered_title(heading: str, number: int | None) -> str:
+    """``01 · Data preparation`` from the heading ``01 · Data preparation`` or ``Data
+    preparation`` of notebook 01; a notebook without a number keeps its heading."""
+    if number is None:
+        return heading
+    return f"{number:02d} · {NUMBERED_TITLE_RE.sub('', heading)}"
 
 
 # -- the series and links ----------------------------------------------------------------
@@ -878,7 +879,8 @@ def series_opening(article: Article, series: dict, pages: dict[int, str]) -> str
     mapping = "; ".join(remade) + (f"; {new_text} are new." if new else ".")
     opening = f"> {first}\n>\n> The course's notebooks: {mapping}"
     repository = series.get("repository")
-    where = f"[the course's repository]({repository})" if repository else "the course's repository"
+    where = (f"[the course's repository]({repository})" if repository
+             else "the course's repository (this edition was published without its address)")
     return (
         f"{opening}\n>\n> The code, the notebooks and the commands this post runs (`make ...`, "
         f"`python -m nailseg_common...`) are in {where}; run them from its root."
@@ -905,10 +907,26 @@ def prepare(article: Article, series: dict, pages: dict[int, str]) -> None:
 # docs/posts.md). Minima 2.5 has no table of contents, and shows Disqus comments on every
 # post once the site configures ``disqus.shortname``: ``toc``/``comments`` would do nothing.
 THEMES = {
-    "minima": {"layout": "post", "fields": ()},
-    "fastpages": {"layout": "post", "fields": ("toc", "comments")},
-    "minimal-mistakes": {"layout": "single", "fields": ("toc", "comments")},
+    "minima": {"layout": "post", "fields": (), "gem": "minima"},
+    "fastpages": {"layout": "post", "fields": ("toc", "comments"), "gem": None},
+    "minimal-mistakes": {"layout": "single", "fields": ("toc", "comments"),
+                         "gem": "minimal-mistakes-jekyll"},
 }
+# Minima's stylesheet (its own ``assets/main.scss``) and what the posts need on top: code and
+# output blocks wrap at the 740 px column instead of scrolling sideways (tables are split
+# into column groups that fit it by ``readable_table``).
+MINIMA_SCSS = """\
+---
+# Written by tools.publishing.blog: minima's stylesheet, and code that fits the column.
+---
+@import "minima";
+
+.post-content pre,
+.post-content pre code {
+  white-space: pre-wrap;
+  overflow-wrap: anywhere;
+}
+"""
 
 
 def front_matter(article: Article, series: dict, theme: dict, image: str | None) -> str:
@@ -933,6 +951,44 @@ def front_matter(article: Article, series: dict, theme: dict, image: str | None)
         del data["image"]
     dumped = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1000)
     return f"---\n{dumped}---\n"
+
+
+def site_files(articles: list[Article], series: dict, theme: str, title: str) -> dict[str, str]:
+    """What makes the folder holding ``_posts`` a Jekyll site, ``{path in it: text}``: its
+    ``_config.yml``, an ``index.md`` listing the posts in course order (minima's home layout
+    lists them newest first) and, for minima, the stylesheet with code wrapped."""
+    config = {
+        "title": title,
+        "description": f"{len(articles)} notebooks of the course, executed and rendered.",
+        "author": series["author"],
+        "markdown": "kramdown",
+        "plugins": ["jekyll-feed", "jekyll-seo-tag"],
+    }
+    if THEMES[theme]["gem"]:
+        config["theme"] = THEMES[theme]["gem"]
+    config_text = (
+        "# Written by `make blog` (tools.publishing.blog): rendered again on every run.\n"
+        "# Served below a path (https://host/course/)? Add `baseurl: /course`.\n"
+        + yaml.safe_dump(config, sort_keys=False, allow_unicode=True, width=1000)
+    )
+    items = []
+    for a in articles:
+        url = "{{ '/posts/" + a.slug + ".html' | relative_url }}"
+        items.append(
+            f'  <li>\n    <span class="post-meta">{a.meta["date"]:%b %-d, %Y}</span>\n'
+            f'    <h3><a class="post-link" href="{url}">{html.escape(a.meta["title"])}</a></h3>\n'
+            f"    <p>{html.escape(a.meta['description'])}</p>\n  </li>"
+        )
+    index = (
+        "---\nlayout: default\n---\n"
+        f'<div class="home">\n<h1 class="page-heading">{html.escape(title)}</h1>\n'
+        f'<h2 class="post-list-heading">The notebooks, in course order</h2>\n'
+        f'<ul class="post-list">\n' + "\n".join(items) + "\n</ul>\n</div>\n"
+    )
+    files = {"_config.yml": config_text, "index.md": index}
+    if theme == "minima":
+        files["assets/main.scss"] = MINIMA_SCSS
+    return files
 
 
 def _exporter_config(extra_tags: tuple[str, ...] = ()) -> Config:
@@ -1048,12 +1104,14 @@ def render(
             errors.append(str(error))
     if errors:
         raise BlogError("cannot publish:\n  " + "\n  ".join(errors))
-    in_course_order(articles)
     pages = {a.number: a.page_name for a in articles if a.number is not None}
     for article in articles:
         prepare(article, series, pages)
 
     texts = {site_dir / name: page for name, page in render_site(articles, title).items()}
+    jekyll = {posts_dir.parent / name: text
+              for name, text in site_files(articles, series, theme, title).items()}
+    texts.update(jekyll)
     figures: dict[Path, bytes] = {}
     posts = []
     for article in articles:
@@ -1084,7 +1142,7 @@ def render(
     if not series.get("repository"):
         print("warning: no repository to link from the posts: pass --repo-url (make blog "
               "BLOG_REPO_URL=...) or set series.yml's repository", file=sys.stderr)
-    return posts, [p for p in texts if p not in posts]
+    return posts, [p for p in texts if p not in posts and p not in jekyll]
 
 
 def main(argv: list[str] | None = None) -> int:
