@@ -31,7 +31,7 @@ def split_pairs(pairs: list, valid_fraction: float = 0.2, seed: int = 0) -> tupl
             raise DataError(
                 f"Type {kind!r} ({folder}) has only {len(members)} image(s): the train split "
                 f"of that type would be empty. Add images to {folder} (at least 2 per type), "
-                "or remove the folder.")
+                "remove the folder, or use more synthetic images (the profile's num_images).")
         chosen = set(rng.permutation(len(members))[:n_valid].tolist())
         for i, pair in enumerate(members):
             (valid if i in chosen else train).append(pair)
