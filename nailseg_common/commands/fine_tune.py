@@ -321,23 +321,20 @@ def write_outputs(out: Path, scores: pd.DataFrame, run: dict, model: LitNailSegm
     written, nothing of them left behind."""
     for name in (*OUTPUTS, STAGING):  # staging of killed runs, theirs or an older version's
         for left in stale_staging(out / name):
-            shutil.rmtree(left) if left.is_dir() else left.unlink(missing_ok=True)
+            if left.is_dir():
+                shutil.rmtree(left)
+            else:
+                left.unlink(missing_ok=True)
     staging = out / f".{STAGING}.tmp-{os.getpid()}"
     try:
-        try:
-            staging.mkdir()
-            scores.to_csv(staging / SCORES, index=False)
-            write_json(staging / SUMMARY, run, default=float)  # numpy's numbers
-            save_weights(model, staging / MODEL, image_size)
-        except (OSError, RuntimeError) as error:
-            full = as_disk_full(error, staging)  # while the staged files still fill the disk
-            if full is not error:
-                raise full from error
-            raise
+        staging.mkdir()
+        scores.to_csv(staging / SCORES, index=False)
+        write_json(staging / SUMMARY, run, default=float)  # numpy's numbers
+        save_weights(model, staging / MODEL, image_size)
         for name in OUTPUTS:
             os.replace(staging / name, out / name)
     except OSError as error:
-        if is_disk_full(error):
+        if is_disk_full(as_disk_full(error, staging)):  # while the staged files fill the disk
             raise DataError(f"Cannot write {MODEL}, {SCORES} and {SUMMARY} to {out}: "
                             f"{disk_full(out)}: free some space, or pass an OUT folder on "
                             "another disk; nothing was written.") from None
