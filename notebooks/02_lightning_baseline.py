@@ -62,7 +62,7 @@ num_images = None       # size of the synthetic set (ignored with data_root)
 image_size = None       # side of the square images the model sees
 batch_size = None
 max_steps = None        # optimizer steps of the training (its length, whatever the data's size)
-encoder = None          # smp encoder name, e.g. resnet18, resnet34
+encoder = None          # smp encoder name (ImageNet weights ship for tu-efficientnet_lite0)
 lr = None               # peak learning rate of AdamW's cosine schedule
 num_workers = None      # DataLoader worker processes for Albumentations
 precision = None        # Lightning precision, e.g. 32-true, bf16-mixed
@@ -87,7 +87,6 @@ import torch
 from nailseg_common.data.images import read_binary_mask, read_rgb
 from nailseg_common.data.preparation import read_split
 from nailseg_common.measure import plots
-from nailseg_common.measure.benchmark import committed_ratios, load_results
 from nailseg_common.pipelines.gallery import albumentations_panels, policy_table
 
 train_frame = read_split(data, "train")  # the training images, for the examples below
@@ -347,9 +346,15 @@ print(f"{len(datamodule.train_set)} training, {len(datamodule.valid_set)} valida
 # %% [markdown]
 # ## 2. The `LightningModule`
 #
-# The LightningModule owns the model and the maths. The model is an `smp.Unet` with the
-# profile's encoder and one output channel of logits. It starts from random weights, so
-# nothing downloads; `encoder_weights="imagenet"` would fetch pretrained weights once.
+# The LightningModule owns the model and the maths. The model is an `smp.Unet` with one
+# output channel of logits. Its encoder, EfficientNet-Lite0 (timm's `efficientnet_lite0`, which
+# smp names `tu-efficientnet_lite0`), starts from weights trained on ImageNet's 1.3 million
+# photos, as nearly every segmentation model does: edges, textures and parts it has already
+# learned, so our few hundred images only teach it nails. The weights come with a pinned pip
+# package, so nothing downloads; `load_imagenet_encoder` copies them in (it renames the
+# package's tensors to timm's names, and a test checks that the classifier they make names a
+# sample photo's ImageNet class). `encoder_weights=None` starts from random weights instead:
+# exercise 5 measures what ImageNet buys.
 
 # %%
 #| export training.unet: the U-Net as a LightningModule, its losses and its scores
@@ -357,13 +362,18 @@ import segmentation_models_pytorch as smp
 import torch
 from torch import nn
 
-from nailseg_common.setup.environment import offline_hint
+from nailseg_common.training.imagenet import load_imagenet_encoder
 
 
-def create_model(encoder: str = "resnet34", encoder_weights: str | None = None) -> nn.Module:
-    """An ``smp.Unet`` with one output channel (logits), from random weights by default."""
-    with offline_hint(encoder, encoder_weights):  # a clear error when the download fails
-        return smp.Unet(encoder_name=encoder, encoder_weights=encoder_weights, in_channels=3, classes=1)
+def create_model(encoder: str = "tu-efficientnet_lite0",
+                 encoder_weights: str | None = "imagenet") -> nn.Module:
+    """An ``smp.Unet`` with one output channel (logits), its encoder from ImageNet by default."""
+    model = smp.Unet(encoder_name=encoder, encoder_weights=None, in_channels=3, classes=1)
+    if encoder_weights == "imagenet":
+        load_imagenet_encoder(model.encoder, encoder)
+    elif encoder_weights is not None:
+        raise ValueError(f"encoder_weights is 'imagenet' or None, not {encoder_weights!r}.")
+    return model
 
 
 # %% [markdown]
@@ -478,30 +488,30 @@ SCORES = {"val_dice": per_image_dice, "val_iou": per_image_iou, "val_soft_dice":
 # - `on_after_batch_transfer` runs once the batch is on the device: `uint8` → float in
 #   [0, 1], and, for training batches only, an optional `gpu_augmentation` module. That hook
 #   is where notebook 03 plugs in Kornia.
-# - `forward` normalises with the ImageNet statistics and runs the U-Net (channels-last
-#   memory on CUDA, where bf16 convolutions run faster with it).
+# - `forward` scales the pixels to [-1, 1], the range the encoder saw on ImageNet, and runs
+#   the U-Net (channels-last memory on CUDA, where bf16 convolutions run faster with it).
 
 # %%
 #| export training.unet
 import pytorch_lightning as pl
 from torchmetrics import MeanMetric
 
-IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+INPUT_MEAN, INPUT_STD = (0.5, 0.5, 0.5), (0.5, 0.5, 0.5)  # pixels to [-1, 1], as Lite0 saw ImageNet
 
 
 class SegmentationModel(pl.LightningModule):
     """The U-Net on the device; :class:`LitNailSegmentation` adds the training."""
 
-    def __init__(self, encoder: str = "resnet34", lr: float = 1e-3, max_steps: int = 1,
-                 gpu_augmentation: nn.Module | None = None, encoder_weights: str | None = None,
+    def __init__(self, encoder: str = "tu-efficientnet_lite0", lr: float = 1e-3, max_steps: int = 1,
+                 gpu_augmentation: nn.Module | None = None, encoder_weights: str | None = "imagenet",
                  channels_last: bool | None = None, weight_decay: float = 1e-4,
                  bce_weight: float = 1.0, dice_weight: float = 1.0):
         super().__init__()
         self.save_hyperparameters(ignore=["gpu_augmentation"])
         self.model = create_model(encoder, encoder_weights)
         self.gpu_augmentation = gpu_augmentation  # keep it stateless: checkpoints load without it
-        self.register_buffer("mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), persistent=False)
-        self.register_buffer("std", torch.tensor(IMAGENET_STD).view(1, 3, 1, 1), persistent=False)
+        self.register_buffer("mean", torch.tensor(INPUT_MEAN).view(1, 3, 1, 1), persistent=False)
+        self.register_buffer("std", torch.tensor(INPUT_STD).view(1, 3, 1, 1), persistent=False)
         for name in SCORES:  # the validation scores, averaged over the epoch on the device
             setattr(self, name, MeanMetric(nan_strategy="disable"))
 
@@ -700,8 +710,9 @@ trainer.fit(model, datamodule=datamodule)
 # ## Loss and score curves
 #
 # The loss falls (a model that knows nothing scores a Lovász hinge near 1, a cross-entropy
-# of ln 2 ≈ 0.69 and a soft-Dice loss near 1, so about 2.7 in all: compare the first line of
-# the training log) and the hard Dice and IoU rise from 0 as the model finds the nails. With
+# of ln 2 ≈ 0.69 and a soft-Dice loss near 1, so about 2.7 in all; the log's first line, a
+# tenth of the way in, is already well below that) and the hard Dice and IoU rise as the
+# model finds the nails. With
 # the `smoke` profile you see a single epoch, so expect a single point near the start. The
 # table shows the last three epochs of the log that have validation scores.
 
@@ -814,18 +825,15 @@ on_device = [{key: value.to(cfg.device) for key, value in b.items()} for b in fi
 bound = bound_images_per_second(cfg, lambda: LitNailSegmentation(cfg.encoder, cfg.lr, cfg.max_steps),
                                 on_device, steps=200 if cfg.device.type == "cuda" else 4)
 print(speed.report(bound, "Albumentations"))  # the ratio to the bound and its spread
-print(committed_ratios(load_results(), ("albumentations_w15", "dali")))
 
 # %% [markdown]
-# Read your own ratio in the first line (`ratio r ± s`); its spread is the range of the
-# epochs' rates (the bound is measured once). On a CPU the model itself is slow, but the
-# workers compete with it for the same few cores, so the ratio says as much about the machine as
-# about the pipeline (and in the `smoke` profile, with its two steps, it says nothing). On a
-# GPU the step shrinks while the CPU cost per image stays: in the committed H100 benchmark
-# (the last two lines, read from `results/benchmark_h100.json`, which notebook 05 explains),
-# Albumentations on 15 workers delivers about two thirds of the bound and DALI nearly all of
-# it. Notebooks 03 and 04 close that gap by moving augmentation, and then reading and
-# resizing too, onto the GPU, and measure it with the same two functions; notebook 05
+# Read the ratio (`ratio r ± s`); its spread is the range of the epochs' rates (the bound
+# is measured once). On a CPU the model itself is slow, but the workers compete with it for
+# the same few cores, so the ratio says as much about the machine as about the pipeline (and
+# in the `smoke` profile, with its two steps, it says nothing). On a GPU the step shrinks
+# while the CPU's cost per image stays, so whatever the workers cannot deliver shows as a
+# ratio below 1. Notebooks 03 and 04 close that gap by moving augmentation, and then reading
+# and resizing too, onto the GPU, and measure it with the same two functions; notebook 05
 # repeats the measurement with windows and spread.
 #
 # ## Summary
@@ -857,5 +865,5 @@ print(committed_ratios(load_results(), ("albumentations_w15", "dali")))
 # 4. Train with `LitNailSegmentation(..., bce_weight=0, dice_weight=0)` (the Lovász hinge
 #    alone). Compare the hard Dice and the soft Dice with the default: why does the soft Dice
 #    suffer most?
-# 5. Set `encoder_weights="imagenet"` on a machine with internet access: how much faster
-#    does a pretrained encoder converge?
+# 5. Train with `LitNailSegmentation(..., encoder_weights=None)`: how far do random weights
+#    get in the same steps as ImageNet's?

@@ -340,7 +340,7 @@ print(inspect.getsource(LitNailSegmentation.on_after_batch_transfer))
 # %% [markdown]
 # ## A pre-resized uint8 cache and its DataModule
 #
-# With augmentation on the GPU the CPU is left with decoding and resizing, and at H100 speed
+# With augmentation on the GPU the CPU is left with decoding and resizing, and at H200 speed
 # even that is too slow (step 2 of the gap below measures it). Both are the same every
 # epoch, so they are done once:
 # every image and mask is resized with the baseline's validation transform and stored as one
@@ -637,10 +637,11 @@ plt.show()
 # two pipelines rank: notebook 05 judges the pipelines against each other with repeated
 # windows in one run.
 #
-# The same steps on the H100 (the `gpu` profile) were measured by
+# The same steps on an H100 (the `gpu` profile) were measured by
 # `make bench BENCH_OUT=results/benchmark_h100.json` and committed; the cell below reads them
 # from there (`shares_table` is table plumbing from `nailseg_common.measure.benchmark`),
-# with the device, versions and date of that run.
+# with the device, encoder, versions and date of that run. Its U-Net may not be this run's
+# (the label names its encoder): compare its shares of the bound, not its images/s.
 
 # %%
 reference = load_results()

@@ -77,7 +77,7 @@ num_images = None       # size of the synthetic set (ignored with data_root)
 image_size = None       # side of the square images the model sees
 batch_size = None
 max_steps = None        # optimizer steps of the DALI training run
-encoder = None          # smp encoder name, e.g. resnet18, resnet34
+encoder = None          # smp encoder name
 lr = None               # peak learning rate of AdamW's cosine schedule
 precision = None        # Lightning precision, e.g. 32-true, bf16-mixed
 accelerator = None      # cpu or gpu: also where DALI runs its pixel operators
@@ -672,7 +672,9 @@ if HAVE_DALI and run_logs.BASELINE_LABEL in runs:
 # notebook, not to be fast. The reference numbers come from the command-line benchmark,
 # `make bench BENCH_OUT=results/benchmark_h100.json`, run on an H100 with the `gpu` profile:
 # every pipeline, the loader alone and the full training step, against the bound. Notebook
-# 05 explains the method and judges the pipelines with repeated windows. The committed results:
+# 05 explains the method and judges the pipelines with repeated windows. The committed results
+# (their label names the U-Net's encoder: where it is not this run's, read the shares of the
+# bound, not the images/s):
 
 # %%
 if (reference := benchmark.load_results()) is None:

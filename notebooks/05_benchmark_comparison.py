@@ -44,7 +44,7 @@
 # - what to time (the loader alone, the whole training step, the bound) and why all three
 # - how to time GPU work honestly: warm-up, a synchronised clock, repeats, median and spread
 # - how to sample GPU and CPU utilisation while the clock runs, and read it next to throughput
-# - how the three pipelines compare on an H100, judged against targets derived from the same
+# - how the three pipelines compare on an H200, judged against targets derived from the same
 #   run and its spread, and what that means for your own machine
 #
 # The timing code is written out here in full; the cells that start with `#| export timing`
@@ -55,7 +55,7 @@
 # > pipelines on this machine at the profile's size (DALI where it is installed); the full
 # > sweep of worker counts and of notebook 03's intermediate steps is `make bench`, whose
 # > committed H100 results are read and plotted beside the live ones, labelled with their
-# > device, library versions and date.
+# > device, encoder, library versions and date.
 
 # %%
 import time
@@ -92,7 +92,7 @@ data_root = ""        # a real dataset (Images/1..4, Masks/1..4); empty: the syn
 num_images = None     # size of the synthetic set (ignored with data_root)
 image_size = None     # side of the square images the model sees
 batch_size = None
-encoder = None        # smp encoder name, e.g. resnet18, resnet34
+encoder = None        # smp encoder name
 lr = None             # AdamW's learning rate (the step's cost does not depend on it)
 num_workers = None    # DataLoader workers of the Albumentations loader (the cache uses at most 2)
 precision = None      # Lightning precision, e.g. 32-true, bf16-mixed
@@ -272,17 +272,21 @@ def window_summary(clock: WindowClock) -> dict:
 
 
 # %% [markdown]
-# The clock on the matrix products from above, one "image" per product:
+# The clock on the matrix products from above, one "image" per product. A window must last
+# long enough for its utilisation to mean something: NVML samples every 0.1 s and the
+# kernel counts CPU time in hundredths of a second, so the windows below hold a thousand
+# products each (a few tenths of a second on a GPU).
 
 # %%
-clock = WindowClock(cfg.device, warmup=2, steps=10, repeats=3)
+clock = WindowClock(cfg.device, warmup=2, steps=1000, repeats=3)
 while not clock.done:
     product = matrix @ matrix
     clock.tick(1)
 timed = clock.result()
+gpu_busy = "not sampled (no GPU)" if timed["gpu_util_pct"] is None else f"{timed['gpu_util_pct']:.0f} %"
 print("products/s per window:", [f"{rate:.1f}" for rate in timed["repeats"]])
 print(f"median {timed['img_s']:.1f}, min–max {timed['img_s_min']:.1f}–{timed['img_s_max']:.1f} "
-      f"over {len(timed['repeats'])} windows; GPU utilisation {timed['gpu_util_pct']}, "
+      f"over {len(timed['repeats'])} windows; GPU utilisation {gpu_busy}, "
       f"CPU busy {timed['cpu_util_pct']:.0f} %")
 
 # %% [markdown]
@@ -498,8 +502,9 @@ if live is not None:
 # The course's reference numbers are in the committed file `results/benchmark_h100.json`,
 # written by `make bench BENCH_OUT=results/benchmark_h100.json` on a GPU machine: every
 # pipeline, every worker count. Every number below labelled "reference" is read from that
-# file, which records where it comes from: the device, the CPU cores, the profile's sizes,
-# the library versions and the date. Those versions are the GPU machine's, which need not be
+# file, which records where it comes from: the device, the CPU cores, the profile's sizes and
+# encoder, the library versions and the date. Where its encoder is not this run's, its
+# images/s belong to another U-Net: compare the shares of the bound, not the rates. Those versions are the GPU machine's, which need not be
 # the ones the course pins for laptops and CI; the table compares them with this machine's.
 
 # %%
@@ -596,7 +601,7 @@ for name, results in result_sets.items():
 # %% [markdown]
 # ## What this means for your machine
 #
-# The H100 makes the point sharply because its step is so fast. The same arithmetic applies
+# The H200 makes the point sharply because its step is so fast. The same arithmetic applies
 # to any machine: how many images per second does one training step consume, and how many
 # can your input pipeline deliver?
 # The lessons above give both numbers for each run: the bound's images/s, what the best CPU
@@ -607,7 +612,7 @@ for name, results in result_sets.items():
 #   scatter, so look at the spread before reading anything into a ratio above 1). Moving
 #   augmentation "to the GPU" gains nothing there; Albumentations with a couple of workers is
 #   the sensible choice.
-# - **On a mid-range GPU** the step is several times slower than on an H100, so fewer CPU
+# - **On a mid-range GPU** the step is several times slower than on an H200, so fewer CPU
 #   workers keep up. Compare the bound with Albumentations at your core count: if the ratio
 #   is near 1, the CPU pipeline is fine.
 # - **On a fast GPU with few CPU cores per GPU**, as cloud instances often have, the CPU

@@ -8,9 +8,8 @@
 #     - pytorch-lightning
 #     date: '2026-11-23'
 #     description: Fine-tune the course's U-Net on your own nail photos from random
-#       weights, the synthetic-pretrained checkpoint and, where it can be downloaded,
-#       ImageNet; score every held-out photo, look at the worst ones, and choose a start
-#       from the measured numbers.
+#       weights, ImageNet weights and ImageNet plus synthetic nails; score every held-out
+#       photo, look at the worst ones, and choose a start from the measured numbers.
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: blog
@@ -34,12 +33,13 @@
 # same budget and seed, and scores each one on photos it did not train on:
 #
 # - **random**: no prior knowledge at all;
-# - **synthetic**: the checkpoint that notebook 02 (or 04) trained on the synthetic set, or,
-#   where there is none, the one the course ships;
-# - **imagenet**: an encoder pretrained on ImageNet photos, where the machine can download
-#   it (offline, and with nothing in the local cache, the run says so and skips it).
+# - **imagenet**: the encoder as it learned ImageNet's photos (the decoder random), the start
+#   notebook 02 trained from;
+# - **synthetic**: ImageNet *and* synthetic nails: the checkpoint that notebook 02 (or 04)
+#   trained on the synthetic set, or, where there is none, the one the course ships.
 #
-# Whether the synthetic checkpoint helps on *your* photos is what this notebook measures.
+# What ImageNet buys, and whether the synthetic nails add to it on *your* photos, is what
+# this notebook measures.
 #
 # ## What you'll learn
 # - finding the course's own checkpoint, and checking that it fits the model you build
@@ -84,7 +84,6 @@ from nailseg_common.setup.profiles import select_profile
 profile = ""            # smoke, cpu or gpu; empty: $NAILSEG_PROFILE, else chosen from the hardware
 data_root = ""          # your photos: Images/<type>/ + Masks/<type>/, or flat images/ + masks/
 checkpoint = ""         # the synthetic-pretrained checkpoint; empty: found (see below)
-try_imagenet = True     # also fine-tune from ImageNet weights (needs a download, once)
 standin_images = None   # stand-in photos (without data_root); None: the profile's, at most 60
 folds = 5               # k of the k-fold cross-validation
 curve_sizes = [5, 10, 20]  # training photos of the learning curve's points (and all of them)
@@ -127,7 +126,7 @@ cfg, data = start(profile, photos, image_size=side, batch_size=batch_size,
 # Notebook 02 (and 04, with DALI) trained the U-Net on the synthetic set and kept the
 # weights of its best validation Dice as `best-*.ckpt` under
 # `runs/<profile>/<run>/version_N/checkpoints/`. The course also ships a U-Net in the
-# package, `SHIPPED_MODEL`, trained by notebook 04 on an H100 on a wider synthetic set than
+# package, `SHIPPED_MODEL`, trained by notebook 04 on an H200 on a wider synthetic set than
 # the course's (the generator's `wide` style: fingertips filling the frame, four fingers from
 # an edge, plain backgrounds, small photos; how, and how well, is in the `.json` beside it),
 # so that a machine without a GPU has a good start too.
@@ -173,39 +172,32 @@ else:
 # `start_model` builds the U-Net and sets its starting weights:
 #
 # - `"random"`: smp's random initialisation (`encoder_weights=None`);
+# - `"imagenet"`: `encoder_weights="imagenet"`, the weights notebook 02's `create_model`
+#   copies from the pinned package; the decoder starts random;
 # - `"synthetic"`: the same model, then every weight copied from the checkpoint with
 #   `load_weights` (the state dict of the whole module: encoder *and* decoder; a checkpoint
-#   of another encoder is refused);
-# - `"imagenet"`: `encoder_weights="imagenet"`, downloaded once from the Hugging Face Hub
-#   into its cache; the decoder starts random.
+#   of another encoder is refused).
 #
 # The module is notebook 02's `LitNailSegmentation` with AdamW's fused kernel (notebook 07's
 # `FastNailSegmentation`). Every start draws its random initialisation from the same seed.
-# `available_starts` (in `nailseg_common.measure.own_photos_report`) lists the starts this machine
-# can run: the synthetic one needs a checkpoint, the ImageNet one its weights, which it
-# tries to fetch once (the docstring of `start_model` says how it handles an offline machine
-# and the first step of depthwise convolutions on a GPU).
+# Without a checkpoint the synthetic start is skipped (the docstring of `start_model` says how
+# it handles the first step of depthwise convolutions on a GPU).
 
 # %%
 #| export training.fine_tuning
-import contextlib
-
-from nailseg_common.setup.environment import cache_only_when_offline
 from nailseg_common.training.checkpoints import Checkpoint, load_weights
 from nailseg_common.training.depthwise import run_depthwise_as
 from nailseg_common.training.fast_training import FastNailSegmentation
 from nailseg_common.training.unet import LitNailSegmentation
 
-STARTS = ("random", "synthetic", "imagenet")
+STARTS = ("random", "imagenet", "synthetic")
 
 
 def start_model(start: str, encoder: str, lr: float, max_steps: int,
                 checkpoint: Checkpoint | None = None, seed: int = 0) -> LitNailSegmentation:
     """The U-Net to fine-tune from ``start`` (:data:`STARTS`), with AdamW's fused kernel (one
     launch per step instead of dozens: launches are what a small batch's step costs).
-    ``"synthetic"`` needs ``checkpoint`` (read once, loaded for every run). ``"imagenet"`` downloads the encoder once from the
-    Hugging Face Hub; offline, ``cache_only_when_offline`` makes the client read its cache
-    instead of retrying each file, and ``RuntimeError`` says what to do. ``run_depthwise_as``
+    ``"synthetic"`` needs ``checkpoint`` (read once, loaded for every run). ``run_depthwise_as``
     keeps depthwise convolutions in float32: a GPU's first step skips cuDNN compiling them."""
     if start not in STARTS:
         raise ValueError(f"start must be one of {STARTS}, not {start!r}")
@@ -214,9 +206,8 @@ def start_model(start: str, encoder: str, lr: float, max_steps: int,
                          "this profile first, or pass the path of a best-*.ckpt.")
     torch.manual_seed(seed)
     options = {"encoder": encoder, "lr": lr, "max_steps": max_steps, "fused_optimizer": True}
-    with cache_only_when_offline() if start == "imagenet" else contextlib.nullcontext():
-        model = FastNailSegmentation(**options,
-                                     encoder_weights="imagenet" if start == "imagenet" else None)
+    weights = "imagenet" if start == "imagenet" else None  # the synthetic start loads its own
+    model = FastNailSegmentation(**options, encoder_weights=weights)
     if start == "synthetic":
         load_weights(model, checkpoint)
     run_depthwise_as(model.model)  # depthwise layers in float32: see the docstring
@@ -229,7 +220,7 @@ def make_start(start_name: str) -> LitNailSegmentation:
                        synthetic_checkpoint)
 
 
-available, skipped = available_starts(STARTS, make_start, synthetic_checkpoint, try_imagenet)
+available, skipped = available_starts(STARTS, synthetic_checkpoint)
 print(f"starts to fine-tune: {', '.join(available)} (U-Net with a {cfg.encoder} encoder);",
       "skipped:", skipped or "none")
 
@@ -351,11 +342,16 @@ class PhotosOnDevice(pl.LightningDataModule):
 # Capturing costs a few warm-up passes, which would move the BatchNorm statistics, so it
 # puts them back. A graph replays fixed shapes at fixed addresses: every training batch
 # has the first one's shape (the sampler drops no photos, it repeats them), and in eval mode
-# (validation, predictions) the U-Net runs its ordinary forward. On a CPU there is nothing
-# to capture and nothing changes.
+# (validation, predictions) the U-Net runs its ordinary forward. A graph keeps its own pool
+# of GPU memory, so when the fit ends the callback drops the graphs and gives their memory
+# back: a cross-validation trains dozens of models, and without that their pools add up
+# until the GPU runs out. On a CPU there is nothing to capture and nothing changes.
 
 # %%
 #| export training.fine_tuning
+import gc
+
+
 class GraphedUNet(pl.Callback):
     """On a GPU, the U-Net's training forward and backward as two CUDA graphs captured at the
     first batch (``torch.cuda.make_graphed_callables``); training batches keep its shape."""
@@ -374,6 +370,12 @@ class GraphedUNet(pl.Callback):
             torch.cuda.make_graphed_callables(unet, (sample,), allow_unused_input=True)
         for buffer, saved in zip(unet.buffers(), statistics):
             buffer.copy_(saved)
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        """Drop the graphs (the module's own ``forward`` again) and the memory they held."""
+        if vars(pl_module.model).pop("forward", None) is not None:
+            gc.collect()  # the graphs and the module refer to each other
+            torch.cuda.empty_cache()
 
 
 # %% [markdown]
@@ -479,8 +481,9 @@ tables, logits = {}, {}
 if synthetic_checkpoint is not None:
     logits[ZERO_SHOT] = predict_logits(make_start("synthetic"), photos_set.images)
     tables[ZERO_SHOT] = score_photos(logits[ZERO_SHOT], photos_set.labels, frame)
-    print(f"zero-shot, mean over all {len(frame)} photos:",
-          tables[ZERO_SHOT][["dice", "iou"]].mean().round(3).to_dict())
+    zero_shot = tables[ZERO_SHOT][["dice", "iou"]].mean()
+    print(f"zero-shot, mean over all {len(frame)} photos: hard Dice {zero_shot['dice']:.3f}, "
+          f"IoU {zero_shot['iou']:.3f}")
 
 # %% [markdown]
 # ## Cross-validating the starts
@@ -676,12 +679,12 @@ print(f"skipped: {', '.join(skipped) or 'none'}; the scores are at {cfg.image_si
 # %% [markdown]
 # How to read it, whatever your numbers say:
 #
-# - **The synthetic start is the one to beat.** It already knows what a nail looks
-#   like; fine-tuning only has to adapt it to your light, camera and polish. If it does not
-#   beat random weights on your photos, your photos differ from the synthetic set in a way
-#   worth looking for in the worst photos.
-# - **ImageNet weights** know photos, not nails: the encoder starts from general features,
-#   the decoder from nothing, and the weights need a download once.
+# - **ImageNet against random** is what a pretrained encoder buys: with a few dozen photos,
+#   general features of photos (edges, skin, gloss) are most of what a model can know.
+# - **Synthetic against ImageNet** is what the course's synthetic nails add: a decoder that
+#   already draws nail masks, and an encoder tuned to them. If it does not beat ImageNet on
+#   your photos, your photos differ from the synthetic set in a way worth looking for in the
+#   worst photos.
 # - **Fine-tuning within noise of the start as it is** means the start already handles
 #   photos like these, as on the synthetic stand-in, which resembles what the start was
 #   trained on. On real photos unlike the synthetic set, fine-tuning is where the gain comes

@@ -102,7 +102,7 @@ lr_scaling = "sqrt"       # peak lr on N devices: sqrt (times the root of N), li
 many_epochs = 1.6         # epochs of the N-device run, times the one-device run's
 target_iou = None         # hard IoU to reach; None: the highest of iou_levels every seed reaches
 iou_levels = [0.80, 0.82, 0.83, 0.84]  # levels the seeds of seed_results are timed to
-seed_results = "results/time_to_accuracy_h100.json"  # notebook 07's recipe over seeds
+seed_results = "results/time_to_accuracy_h200.json"  # notebook 07's recipe over seeds
 reference = "results/two_gpus_h200x2.json"  # the committed results of a run on two GPUs
 recipes = "results/two_gpus_recipes_h200x2.json"  # the two-GPU recipes tried before it
 

@@ -46,7 +46,7 @@ class Invert(torch.nn.Module):
 @pytest.fixture(scope="module")
 def profile():
     return dataclasses.replace(select_profile("smoke"), image_size=SIZE, batch_size=BATCH,
-                               encoder="resnet18", bench_steps=2, bench_repeats=3)
+                               encoder="tu-efficientnet_lite0", bench_steps=2, bench_repeats=3)
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -18,7 +18,7 @@ def depthwise_layers(model: nn.Module) -> list[nn.Conv2d]:
 
 def test_only_the_depthwise_layers_change_and_the_weights_and_outputs_stay():
     torch.manual_seed(0)
-    model = create_model("mobilenet_v2").eval()
+    model = create_model("tu-efficientnet_lite0").eval()
     before = copy.deepcopy(model)
     changed = run_depthwise_as(model)
     assert changed == len(depthwise_layers(model)) == 17
@@ -48,6 +48,6 @@ def test_under_autocast_the_layer_computes_in_float32_and_returns_the_input_dtyp
 
 
 def test_notebook_06_starts_run_their_depthwise_layers_in_float32():
-    model = start_model("random", "mobilenet_v2", 1e-3, 2)
+    model = start_model("random", "tu-efficientnet_lite0", 1e-3, 2)
     assert len(depthwise_layers(model)) == 17
     assert all(type(layer) is Float32Depthwise for layer in depthwise_layers(model))

@@ -24,7 +24,7 @@ from nailseg_common.training.fast_training import (
 from nailseg_common.training.trainer import make_trainer
 from nailseg_common.training.unet import grown
 
-SMOKE = dataclasses.replace(select_profile("smoke"), encoder="resnet18", image_size=64,
+SMOKE = dataclasses.replace(select_profile("smoke"), encoder="tu-efficientnet_lite0", image_size=64,
                             batch_size=4, max_train_batches=None, max_valid_batches=None)
 
 
@@ -220,7 +220,7 @@ def test_the_level_every_committed_seed_reaches_has_a_median_and_a_range():
 
     from nailseg_common.setup.paths import REPO_ROOT
 
-    seeds = json.loads((REPO_ROOT / "results" / "time_to_accuracy_h100.json").read_text())
+    seeds = json.loads((REPO_ROOT / "results" / "time_to_accuracy_h200.json").read_text())
     level = seeds["summary"]["target_iou"]
     assert common_level(seeds["runs"], (0.75, 0.80, 0.82, level)) == level  # 07's level: the file's own
     times = seconds_to_level(seeds["runs"], level)
@@ -243,8 +243,8 @@ def test_the_ladder_table_compares_each_step_with_the_one_before_and_the_first()
 
 
 def test_the_half_resolution_head_predicts_full_size_logits_without_the_last_decoder_block():
-    full = FastNailSegmentation(encoder="resnet18")
-    half = FastNailSegmentation(encoder="resnet18", half_resolution_head=True)
+    full = FastNailSegmentation(encoder="tu-efficientnet_lite0")
+    half = FastNailSegmentation(encoder="tu-efficientnet_lite0", half_resolution_head=True)
     image = torch.rand(2, 3, 64, 64)
     assert half(image).shape == full(image).shape == (2, 1, 64, 64)
     features = torch.rand(1, 5, 8, 8)

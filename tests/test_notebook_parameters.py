@@ -43,14 +43,14 @@ def run_with(path: Path, parameters: dict, report: str, tmp_path: Path, monkeypa
 
 def test_notebook_02_trains_with_the_parameters_it_is_given(tmp_path, monkeypatch):
     parameters = {"profile": "smoke", "num_images": 40, "image_size": 32, "batch_size": 4,
-                  "max_steps": 6, "encoder": "mobilenet_v2", "lr": 0.005, "num_workers": 1,
+                  "max_steps": 6, "encoder": "tu-efficientnet_lite0", "lr": 0.005, "num_workers": 1,
                   "precision": "bf16-mixed", "accelerator": "cpu", "max_train_batches": 3,
                   "max_valid_batches": 2}
     report = run_with(NOTEBOOKS / "02_lightning_baseline.ipynb", parameters, REPORT_02,
                       tmp_path, monkeypatch)
     assert report == {
         "image_shape": [4, 3, 32, 32], "num_workers": 1, "images": 40,
-        "encoder": "mobilenet_v2", "lr": 0.005, "schedule_steps": 6,
+        "encoder": "tu-efficientnet_lite0", "lr": 0.005, "schedule_steps": 6,
         "max_steps": 6, "epochs_run": 2, "steps": 6, "precision": "bf16-mixed",
         "accelerator": "CPUAccelerator", "val_batches": 2,
     }
@@ -75,16 +75,16 @@ def test_notebook_06_fine_tunes_with_the_parameters_it_is_given(tmp_path, monkey
     """No checkpoint in the (empty) runs folder and no ImageNet: the shipped model is the
     synthetic start, beside the random one."""
     parameters = {"profile": "smoke", "standin_images": 20, "image_size": 32, "batch_size": 2,
-                  "finetune_steps": 3, "encoder": "resnet18", "finetune_lr": 0.005,
+                  "finetune_steps": 3, "encoder": "tu-efficientnet_lite0", "finetune_lr": 0.005,
                   "precision": "bf16-mixed", "accelerator": "cpu", "max_train_batches": 2,
-                  "max_valid_batches": 1, "try_imagenet": False, "checkpoint": "",
+                  "max_valid_batches": 1, "checkpoint": "",
                   "folds": 4, "curve_sizes": [6], "curve_folds": 2}
     report = run_with(NOTEBOOKS / "06_your_own_photos.ipynb", parameters, REPORT_06,
                       tmp_path, monkeypatch)
     assert report == {
         "photos": 20, "scored_shape": [20, 3, 32, 32], "checkpoint": str(SHIPPED_MODEL),
         "starts": ["synthetic, no fine-tuning", "random", "synthetic"],
-        "encoder": "mobilenet_v2", "lr": 0.005, "schedule_steps": 3, "steps": [3],
+        "encoder": "tu-efficientnet_lite0", "lr": 0.005, "schedule_steps": 3, "steps": [3],
         "runs": 8, "curve": [6, 15], "batch_size": 2, "on_device": "cpu",
         "precision": "bf16-mixed", "accelerator": "cpu",
     }

@@ -37,12 +37,12 @@ def test_outline_levels_score_the_grown_masks():
 
 
 def test_the_model_keeps_the_per_image_dice_of_its_last_validation():
-    profile = dataclasses.replace(select_profile("smoke"), encoder="resnet18", max_steps=1)
+    profile = dataclasses.replace(select_profile("smoke"), encoder="tu-efficientnet_lite0", max_steps=1)
     images = torch.randint(0, 255, (6, 3, 32, 32), dtype=torch.uint8)
     labels = torch.zeros(6, 1, 32, 32, dtype=torch.uint8)
     labels[:, :, 8:20, 8:20] = 1
     batches = [{"image": images[i:i + 3], "label": labels[i:i + 3]} for i in (0, 3)]
-    model = LitNailSegmentation("resnet18", max_steps=1)
+    model = LitNailSegmentation("tu-efficientnet_lite0", max_steps=1)
     trainer = make_trainer(profile, "test_outline", callbacks=[TrainingSpeed()], logger=False,
                            enable_checkpointing=False, limit_train_batches=1, limit_val_batches=2)
     scores = trainer.validate(model, DataLoader(batches, batch_size=None), verbose=False)[0]

@@ -1,5 +1,5 @@
 """``nailseg-predict``: masks and overlays for new photos, mirrored folders,
-EXIF orientation, and one clear line for each input it cannot use. A tiny model (mobilenet_v2,
+EXIF orientation, and one clear line for each input it cannot use. A tiny model (the course's U-Net,
 one step at 32 px) saved as notebook 02's best checkpoint."""
 
 import os
@@ -27,7 +27,7 @@ from nailseg_common.training.checkpoints import (
 from nailseg_common.training.trainer import make_trainer
 from nailseg_common.training.unet import LitNailSegmentation
 
-ENCODER, SIZE = "mobilenet_v2", 32
+ENCODER, SIZE = "tu-efficientnet_lite0", 32
 ORIENTATION = 0x0112
 
 

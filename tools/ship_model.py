@@ -110,9 +110,9 @@ def ship(checkpoint: Checkpoint, out: Path, cfg: Profile, synthetic: DataLocatio
     """``checkpoint`` written in half precision to ``out``, scored again as written, with its
     provenance (``trained_steps`` among it) beside it; returns the provenance."""
     hyper_parameters, encoder = checkpoint.hyper_parameters, checkpoint.encoder
-    model = load_weights(LitNailSegmentation(encoder), checkpoint).half()
+    model = load_weights(LitNailSegmentation(encoder, encoder_weights=None), checkpoint).half()
     path = save_weights(model, out / f"unet-{encoder}.pt", cfg.image_size)
-    as_written = load_weights(LitNailSegmentation(encoder), path)  # float32, rounded weights
+    as_written = load_weights(LitNailSegmentation(encoder, encoder_weights=None), path)  # float32, rounded
     provenance = {"file": path.name, "bytes": path.stat().st_size,
                   "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "encoder": encoder,
                   "image_size": cfg.image_size, "stored_as": "float16 weights",
@@ -147,7 +147,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--timing-steps", type=int, default=1200,
                         help="steps of one more run of the shipped start, timed")
     parser.add_argument("--trained-by", default="notebooks/04_dali_pipeline.ipynb, gpu profile "
-                        "defaults, -p encoder <encoder>, on the published edition's data")
+                        "defaults (encoder <encoder>), on the published edition's data")
     parser.add_argument("--commit", default="", help="the commit the candidates were trained at")
     parser.add_argument("--out", type=Path, required=True)
     return parser.parse_args(argv)

@@ -12,7 +12,7 @@ batches) and writes the results file from every run in ``--runs``:
 
     python -m tools.time_to_accuracy_seeds --seeds 0,1,2 --runs /root/keep/seeds.jsonl
     python -m tools.time_to_accuracy_seeds --seeds 3,4 --runs /root/keep/seeds.jsonl \\
-        --report results/time_to_accuracy_h100.json
+        --report results/time_to_accuracy_h200.json
 
 ``--profile smoke`` runs the same code on a CPU in a minute (the target is out of its reach).
 """

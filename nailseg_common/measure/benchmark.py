@@ -320,21 +320,8 @@ def results_label(results: dict) -> str:
     v = results["versions"]
     return (f"{results['device']}, {results['cpu_count']} CPU cores, {results['config']['profile']} profile "
             f"({results['config']['image_size']} px, batch {results['config']['batch_size']}, "
-            f"{results['config']['precision']}), torch {v.get('torch')}, {results['date'][:10]}")
-
-
-def committed_ratios(results: dict | None, names: Iterable[str]) -> str:
-    """One line per pipeline of ``names`` in committed ``results``: its ratio to the bound and
-    the range of its training windows (a line saying so when there are no results)."""
-    if results is None:
-        return "No committed benchmark: run `make bench BENCH_OUT=results/benchmark_h100.json` on a GPU."
-    lines = []
-    for name in names:
-        run = results["pipelines"][name]
-        lines.append(f"committed benchmark, {name}: ratio "
-                     f"{run['train_ratio_to_bound']:.2f} (training {run['train']['img_s_min']:.0f}.."
-                     f"{run['train']['img_s_max']:.0f} images/s, {len(run['train']['repeats'])} windows)")
-    return "\n".join(lines)
+            f"{results['config']['precision']}, encoder {results['config'].get('encoder', '?')}), "
+            f"torch {v.get('torch')}, {results['date'][:10]}")
 
 
 def shares_table(results: dict, names: Iterable[str]):

@@ -2,31 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
 
-def available_starts(starts: Iterable[str], make_start: Callable[[str], object],
-                     checkpoint: Path | None, try_imagenet: bool) -> tuple[list[str], dict[str, str]]:
+def available_starts(starts: Iterable[str], checkpoint: Path | None) -> tuple[list[str], dict[str, str]]:
     """The ``starts`` that can be fine-tuned here, and for each other one the reason: the
-    ``"synthetic"`` start needs ``checkpoint``; the ``"imagenet"`` start needs ``try_imagenet``
-    and its weights, which ``make_start("imagenet")`` fetches once (its ``RuntimeError`` says
-    why it could not)."""
-    available, skipped = [], {}
-    for start in starts:
-        if start == "synthetic" and checkpoint is None:
-            skipped[start] = "no checkpoint (see above)"
-        elif start == "imagenet" and not try_imagenet:
-            skipped[start] = "try_imagenet=False"
-        elif start == "imagenet":
-            try:
-                make_start(start)
-                available.append(start)
-            except RuntimeError as error:
-                skipped[start] = str(error)
-        else:
-            available.append(start)
-    return available, skipped
+    ``"synthetic"`` start needs ``checkpoint``."""
+    skipped = {"synthetic": "no checkpoint (see above)"} if checkpoint is None else {}
+    return [start for start in starts if start not in skipped], skipped
 
 
 def advice_in_words(advice: dict, tables: dict, zero_shot: str) -> list[str]:
@@ -40,8 +24,7 @@ def advice_in_words(advice: dict, tables: dict, zero_shot: str) -> list[str]:
                  f"{dice.mean():.3f} ± {dice.sem():.3f}, IoU {iou.mean():.3f})")
     if advice["runner_up"] is None:
         return [best_line, ("-> only one start could be measured here, so there is nothing to "
-                "choose between: run notebook 02 in this profile (synthetic start) or allow "
-                "the ImageNet download.")]
+                "choose between: run notebook 02 in this profile (synthetic start).")]
     runner_up, lead_se = advice["runner_up"], advice["lead_se"]
     lead = (f"ahead of {runner_up} by {advice['gain']:+.3f} Dice ± {advice['gain_se']:.3f} "
             f"(standard error over {photos} photos), better on {advice['wins']}, "

@@ -1,20 +1,13 @@
-"""What this machine is: the environment report every notebook prints, its libraries and
-cores, and whether the Hugging Face Hub answers (so an offline machine does not wait)."""
+"""What this machine is: the environment report every notebook prints, its libraries and cores."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import platform
-import socket
-from collections.abc import Iterator
-from contextlib import contextmanager
 from importlib import metadata
 from typing import TYPE_CHECKING
-from urllib.parse import urlparse
 
 import torch
-from huggingface_hub import constants as hub_constants
 
 if TYPE_CHECKING:
     from nailseg_common.setup.profiles import Profile
@@ -55,47 +48,6 @@ def environment_report(profile: Profile | None = None) -> str:
     lines.append(f"device  {device_description()}")
     if profile is not None:
         lines.append(f"profile {profile.name}: image {profile.image_size}px, batch "
-                     f"{profile.batch_size}, {profile.max_steps} steps, encoder "
-                     f"{profile.encoder}, precision {profile.precision}")
+                     f"{profile.batch_size}, encoder {profile.encoder}, precision "
+                     f"{profile.precision} (each notebook prints its steps where it trains)")
     return "\n".join(lines)
-
-
-def hub_reachable(timeout: float = 3.0) -> bool:
-    """True when a connection to the Hugging Face Hub (``HF_ENDPOINT``) opens within ``timeout``."""
-    url = urlparse(hub_constants.ENDPOINT)
-    try:
-        socket.create_connection((url.hostname, url.port or 443), timeout=timeout).close()
-    except OSError:
-        return False
-    return True
-
-
-@contextlib.contextmanager
-def cache_only_when_offline() -> Iterator[bool]:
-    """Inside, downloads from the Hub use the local cache only when the Hub cannot be reached
-    (``huggingface_hub``'s ``HF_HUB_OFFLINE`` switch, put back on the way out): offline, the
-    client would retry each file for half a minute or more. Yields whether it was reachable."""
-    if hub_reachable():
-        yield True
-        return
-    offline = hub_constants.HF_HUB_OFFLINE
-    hub_constants.HF_HUB_OFFLINE = True
-    try:
-        yield False
-    finally:
-        hub_constants.HF_HUB_OFFLINE = offline
-
-
-@contextmanager
-def offline_hint(encoder: str, encoder_weights: str | None) -> Iterator[None]:
-    """Turn an ``OSError`` raised while building a model with ``encoder_weights`` (DNS,
-    connection, "not in the local cache") into a ``RuntimeError`` that says what to do."""
-    try:
-        yield
-    except OSError as error:
-        raise RuntimeError(
-            f"Could not download the {encoder_weights!r} weights of encoder {encoder!r}: this "
-            f"machine looks offline ({type(error).__name__}). Use encoder_weights=None (random "
-            "initialisation, the course default), or download the weights once on a connected "
-            "machine so they are in the Hugging Face cache."
-        ) from error

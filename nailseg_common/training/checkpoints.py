@@ -25,7 +25,7 @@ from nailseg_common.training.unet import LitNailSegmentation
 
 CHECKPOINT_RUNS = ("02_lightning_baseline", "04_dali")
 """The runs whose best checkpoint is the course's synthetic-pretrained model."""
-SHIPPED_MODEL = Path(__file__).parents[1] / "pretrained" / "unet-mobilenet_v2.pt"
+SHIPPED_MODEL = Path(__file__).parents[1] / "pretrained" / "unet-tu-efficientnet_lite0.pt"
 """The synthetic-pretrained model the course ships; its provenance is the ``.json`` beside it."""
 NOT_A_CHECKPOINT = (LookupError, EOFError, RuntimeError, TypeError, ValueError, AttributeError,
                     pickle.UnpicklingError)
@@ -132,7 +132,8 @@ def build_model(checkpoint: Checkpoint) -> LitNailSegmentation:
     """The course's U-Net with every weight of ``checkpoint``, in eval mode; DataError naming
     the file when its weights do not fit that U-Net."""
     try:
-        return load_weights(LitNailSegmentation(checkpoint.encoder), checkpoint).eval()
+        model = LitNailSegmentation(checkpoint.encoder, encoder_weights=None)  # all weights follow
+        return load_weights(model, checkpoint).eval()
     except NOT_A_CHECKPOINT as error:
         raise DataError(f"{checkpoint.path} is not a checkpoint of this course's U-Net "
                         f"({type(error).__name__}): pass {WHAT_TO_PASS}.") from None

