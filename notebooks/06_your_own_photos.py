@@ -284,8 +284,8 @@ print(f"{len(frame)} photos in {len(fold_sets)} folds (folds={folds}, at most on
 # augmented its own way). That order is drawn once and moved to the device as a `steps ×
 # batch` tensor of indices, a row per batch: a step that copied its indices from the host
 # would wait there for the GPU to finish all the work queued before it, so the host could
-# not prepare the next step while the GPU runs this one (torch's sync debug mode finds such
-# places: `python -m lab.fine_tune_step.profile_fine_tune --sync-sites 30`). `fine_tune` trains one start
+# not prepare the next step while the GPU runs this one (torch's sync debug mode,
+# `torch.cuda.set_sync_debug_mode("warn")`, finds such places). `fine_tune` trains one start
 # on one fold:
 #
 # - **the same batches and augmentations** for every start: `seed_everything`, the order's
@@ -293,8 +293,8 @@ print(f"{len(frame)} photos in {len(fold_sets)} folds (folds={folds}, at most on
 # - **validation at the same steps**, a few times (`validations`), for the curves;
 # - **no checkpoints**: the held-out photos are what the runs are scored on, so picking each
 #   run's best validation would flatter every start. Each run keeps its final weights;
-# - **no cuDNN kernel search** (`benchmark=False`): `lab/fine_tune_step/profile_fine_tune.py` measured that
-#   on runs this short the search costs more than the kernels it finds save.
+# - **no cuDNN kernel search** (`benchmark=False`): on runs this short the search costs more
+#   than the kernels it finds save.
 
 # %%
 #| export training.fine_tuning
@@ -440,9 +440,7 @@ def fine_tune(model: LitNailSegmentation, datamodule: PhotosOnDevice, profile: P
 #
 # A nail seen in a mirror is still a nail, so `predict_logits` also asks the model about
 # each photo's mirror image, mirrors the answer back and averages the two logits
-# (**test-time flips**): two views of one photo for twice the inference, no training. On the
-# 192 real photos of `lab/real_photos_recipe` it added 0.004 hard Dice to this notebook's
-# `gpu` recipe and 0.010 to its `cpu` one.
+# (**test-time flips**): two views of one photo for twice the inference, no training.
 
 # %%
 #| export training.fine_tuning

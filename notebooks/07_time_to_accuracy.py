@@ -143,9 +143,10 @@ print(f"this run: {device_name}; {dali_status()}")
 # - **`compile_model`** compiles the U-Net in place with `nn.Module.compile()` (its
 #   `state_dict` keeps its keys, so checkpoints load into an uncompiled model). The compiler
 #   fuses the chains of batch norm, ReLU and additions between the convolutions into a few
-#   generated kernels. The loss stays eager: in torch 2.11, Inductor fails to generate the
-#   cumulative sum of the Lovász hinge over a 384 × 384 image (`InductorError` in
-#   `SplitScan`), which is a reason to compile the part that matters, not everything.
+#   generated kernels. The loss stays eager: the Lovász hinge's sort and cumulative sum over
+#   every pixel of a 384 × 384 image are a few large kernels with nothing to fuse, and
+#   Inductor has failed to generate that sum (`InductorError`): compile the part that
+#   matters, not everything.
 # - **`fused_optimizer`** asks AdamW for its fused CUDA kernel: one launch updates every
 #   parameter, instead of a few launches per group of tensors.
 # - **`warmup_steps`** ramp the learning rate up linearly before the cosine decay: a larger
@@ -681,8 +682,8 @@ if run_pipelines:
 # %% [markdown]
 # The lesson of the course about input pipelines: "fast enough" is relative to the step.
 # Albumentations on CPU workers is bounded by the CPU cores, whatever the GPU does, so every
-# gain of the step widens its gap (`python -m lab.pipelines_by_workers.pipelines_by_workers` measures the curve
-# over worker counts, and the loader alone beside it). Kornia shares the GPU with the step:
+# gain of the step widens its gap (notebook 05's exercise 1 measures the curve over worker
+# counts). Kornia shares the GPU with the step:
 # its cost per image is fixed, so its share grows as the step shrinks. DALI also runs on the
 # GPU, but its operators are few, batched and overlap with the step through its prefetch
 # queue: they run in the gaps the step leaves on the GPU. Whether those gaps are wide enough

@@ -1,4 +1,4 @@
-"""Depthwise layers in float32 (``nailseg_common.setup.environment``): the same layers, the same
+"""Depthwise layers in float32 (``nailseg_common.training.depthwise``): the same layers, the same
 weights, the same results in float32, and float32 arithmetic under autocast."""
 
 import copy
@@ -21,7 +21,7 @@ def test_only_the_depthwise_layers_change_and_the_weights_and_outputs_stay():
     model = create_model("tu-efficientnet_lite0").eval()
     before = copy.deepcopy(model)
     changed = run_depthwise_as(model)
-    assert changed == len(depthwise_layers(model)) == 17
+    assert changed == len(depthwise_layers(model)) == 16  # one a block of EfficientNet-Lite0
     assert all(type(layer) is Float32Depthwise for layer in depthwise_layers(model))
     assert sum(type(layer) is nn.Conv2d for layer in model.modules()) == \
         sum(type(layer) is nn.Conv2d for layer in before.modules()) - changed
@@ -49,5 +49,5 @@ def test_under_autocast_the_layer_computes_in_float32_and_returns_the_input_dtyp
 
 def test_notebook_06_starts_run_their_depthwise_layers_in_float32():
     model = start_model("random", "tu-efficientnet_lite0", 1e-3, 2)
-    assert len(depthwise_layers(model)) == 17
+    assert len(depthwise_layers(model)) == 16
     assert all(type(layer) is Float32Depthwise for layer in depthwise_layers(model))

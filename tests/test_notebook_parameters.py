@@ -72,8 +72,8 @@ print("REPORT" + json.dumps({
 
 
 def test_notebook_06_fine_tunes_with_the_parameters_it_is_given(tmp_path, monkeypatch):
-    """No checkpoint in the (empty) runs folder and no ImageNet: the shipped model is the
-    synthetic start, beside the random one."""
+    """No checkpoint in the (empty) runs folder: the shipped model is the synthetic start,
+    beside the random and the ImageNet ones."""
     parameters = {"profile": "smoke", "standin_images": 20, "image_size": 32, "batch_size": 2,
                   "finetune_steps": 3, "encoder": "tu-efficientnet_lite0", "finetune_lr": 0.005,
                   "precision": "bf16-mixed", "accelerator": "cpu", "max_train_batches": 2,
@@ -83,8 +83,8 @@ def test_notebook_06_fine_tunes_with_the_parameters_it_is_given(tmp_path, monkey
                       tmp_path, monkeypatch)
     assert report == {
         "photos": 20, "scored_shape": [20, 3, 32, 32], "checkpoint": str(SHIPPED_MODEL),
-        "starts": ["synthetic, no fine-tuning", "random", "synthetic"],
+        "starts": ["synthetic, no fine-tuning", "random", "imagenet", "synthetic"],
         "encoder": "tu-efficientnet_lite0", "lr": 0.005, "schedule_steps": 3, "steps": [3],
-        "runs": 8, "curve": [6, 15], "batch_size": 2, "on_device": "cpu",
+        "runs": 12, "curve": [6, 15], "batch_size": 2, "on_device": "cpu",
         "precision": "bf16-mixed", "accelerator": "cpu",
     }
