@@ -33,7 +33,7 @@ $(ENV_STAMP): pyproject.toml
 course: env data notebooks blog  ## the main job: environment, data, every notebook executed here, the site rendered
 
 data: env  ## generate the synthetic set (or check NAILSEG_DATA_ROOT) and prepare CSVs and npy
-	$(PY) -m nailseg_common.data.preparation
+	$(PY) -m nailseg_common.commands.prepare
 
 notebooks: $(EXECUTED)  ## execute every notebook headlessly into build/notebooks
 

@@ -48,11 +48,13 @@
 #   with the data already on the device), and why a wait share cannot see a slow pipeline
 #
 # > **CPU or GPU?** The notebook runs everywhere. Without a GPU it picks the `cpu` profile
-# > (96 px, a few minutes on a laptop); CI runs the tiny `smoke` profile. On a GPU the
-# > `gpu` profile trains the full model at 384 px with bf16 mixed precision. Every cell that
-# > follows is the code that runs: change one and re-run what comes after it.
+# > (128 px, a few minutes on a laptop); CI runs the tiny `smoke` profile. On a GPU the
+# > `gpu` profile trains the full model at 384 px with bf16 mixed precision (the GPU computes
+# > in bfloat16, a 16-bit float with float32's range, and keeps the weights in float32).
+# > Every cell that follows is the code that runs: change one and re-run what comes after it.
 #
-# Every knob below is a parameter (papermill `-p name value`); `None` keeps the profile's
+# Every knob below is a parameter: change it in the cell, or pass it to papermill, the tool
+# that runs notebooks from the command line, as `-p name value`. `None` keeps the profile's
 # value, and `start` prints what was chosen, the environment and where the data is.
 
 # %% tags=["parameters"]

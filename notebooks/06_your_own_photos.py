@@ -609,7 +609,7 @@ compare_starts(tables).round(3)
 # (twice the standard error of the mean paired gain) is how much the choice of photos alone
 # could move it. `Verdict` (in `nailseg_common.core.statistics`) judges the gain against no
 # gain at all: met, missed or within noise; `finetune_gain_in_words` (in
-# `nailseg_common.core.statistics`) says what the outcome means and what to try.
+# `nailseg_common.measure.own_photos_report`) says what the outcome means and what to try.
 
 # %%
 if {"synthetic", ZERO_SHOT} <= tables.keys():
@@ -627,8 +627,11 @@ else:
 # 5, 10 or 20 training photos (`curve_sizes`) and scored on the same held-out photos, for
 # the synthetic start against random weights, on the profile's first `curve_folds` folds
 # (each fold more costs as many runs again). The points at the right are the runs above,
-# on all the training photos of every fold. Where the synthetic start is flat, more photos
-# buy little; where random weights climb, they still need every photo they can get.
+# on all the training photos of every fold; the dotted line is the synthetic start as it
+# is. Where the synthetic start is flat, more photos buy little; where random weights
+# climb, they still need every photo they can get. A point below the dotted line is a start
+# that fine-tuning made worse: a handful of photos pulls the weights towards what they show,
+# and the model forgets some of what it knew; the more photos, the less it forgets.
 
 # %%
 curve_starts = [name for name in ("synthetic", "random") if name in available]

@@ -142,8 +142,8 @@ print(f"this run: {device_name}; {dali_status()}")
 #
 # - **`compile_model`** compiles the U-Net in place with `nn.Module.compile()` (its
 #   `state_dict` keeps its keys, so checkpoints load into an uncompiled model). The compiler
-#   fuses the chains of batch norm, ReLU and additions between the convolutions into a few
-#   generated kernels. The loss stays eager: the Lovász hinge's sort and cumulative sum over
+#   (Inductor, `torch.compile`'s back end) fuses the chains of batch norm, activations and
+#   additions between the convolutions into a few generated kernels. The loss stays eager: the Lovász hinge's sort and cumulative sum over
 #   every pixel of a 384 × 384 image are a few large kernels with nothing to fuse, and
 #   Inductor has failed to generate that sum (`InductorError`): compile the part that
 #   matters, not everything.

@@ -259,8 +259,8 @@ def test_ctrl_c_while_starting_ends_in_one_line(monkeypatch, capsys):
     def interrupt(name):
         raise KeyboardInterrupt
     monkeypatch.setattr(command_line.importlib, "import_module", interrupt)
-    assert command_line.fine_tune() == 130 and command_line.predict() == 130
-    assert capsys.readouterr().err == f"{command_line.STARTING}\n" * 2
+    assert command_line.fine_tune() == command_line.predict() == command_line.prepare() == 130
+    assert capsys.readouterr().err == f"{command_line.STARTING}\n" * 3
     with pytest.raises(SystemExit) as stop, command_line.starting("__main__"):
         raise KeyboardInterrupt
     assert stop.value.code == 130

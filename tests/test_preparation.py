@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
+from nailseg_common.commands.prepare import main
 from nailseg_common.core.errors import DataError
 from nailseg_common.data import synthetic
 from nailseg_common.data.images import MASK_THRESHOLD, read_binary_mask, read_rgb
@@ -26,7 +27,6 @@ from nailseg_common.data.preparation import (
     ensure_prepared,
     find_pairs,
     fit_batch_to_split,
-    main,
     prepare_dataset,
     read_split,
     split_pairs,
@@ -188,15 +188,17 @@ def test_ensure_prepared_uses_a_real_data_root(dataset, tmp_path, monkeypatch):
 
 def test_command_line_prints_a_summary(dataset, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("NAILSEG_DATA_DIR", str(tmp_path / "data"))
-    main(["--profile", "smoke", "--data-root", str(dataset)])
+    assert main(["--profile", "smoke", "--data-root", str(dataset)]) == 0
     out = capsys.readouterr().out
     assert "real dataset" in out and "20 pairs" in out
 
 
-def test_command_line_reports_bad_data_without_a_traceback(tmp_path, monkeypatch):
+def test_command_line_reports_bad_data_without_a_traceback(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("NAILSEG_DATA_DIR", str(tmp_path / "data"))
-    with pytest.raises(SystemExit, match="does not exist"):
-        main(["--profile", "smoke", "--data-root", str(tmp_path / "nowhere")])
+    assert main(["--profile", "smoke", "--data-root", str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "does not exist" in err and err.count("\n") == 1
+
 
 
 # --- formats that must be accepted ----------------------------------------------------------

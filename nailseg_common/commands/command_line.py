@@ -57,6 +57,11 @@ def fine_tune() -> int:
     return launch("fine_tune")
 
 
+def prepare() -> int:
+    """``nailseg-prepare``."""
+    return launch("prepare")
+
+
 def joined_numbers(argv: list[str], options: tuple[str, ...]) -> list[str]:
     """``argv`` with each numeric option followed by a negative number (``--lr -1e-3``) joined
     as ``--lr=-1e-3``: argparse reads ``-1e-3`` as an option of its own."""

@@ -24,17 +24,12 @@ A type folder named ``None`` or ``NA`` stays that text in the CSVs and in :func:
 
 Every error, the data folder's too (read-only, a file, a full disk), is a
 :class:`~nailseg_common.core.errors.DataError` naming the file or folder and the fix; the
-command line prints it alone, as ``error: ...``, and exits with status 1 (as after Ctrl-C,
-with one line saying it stopped).
-
-Command line (``make data``)::
-
-    python -m nailseg_common.data.preparation --profile cpu [--data-root PATH]
+command ``nailseg-prepare`` (``make data``; :mod:`nailseg_common.commands.prepare`) prints
+it alone, as ``error: ...``.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import hashlib
@@ -70,7 +65,7 @@ from nailseg_common.data.split import type_order as _type_order
 from nailseg_common.data.synthetic import ensure_synthetic_dataset
 from nailseg_common.setup.environment import usable_cores
 from nailseg_common.setup.paths import DataLocation, data_location, shown, unwritable
-from nailseg_common.setup.profiles import Profile, select_profile
+from nailseg_common.setup.profiles import Profile
 from nailseg_common.setup.progress import progress as progress_bar
 
 PREPARATION_VERSION = 4
@@ -614,25 +609,3 @@ def summary(location: DataLocation) -> str:
             f"{len(table)} pairs{kept}, sizes {table['width'].min()}..{table['width'].max()} x "
             f"{table['height'].min()}..{table['height'].max()} px\n"
             f"{layout}\n{counts.to_string()}")
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m nailseg_common.data.preparation``: generate (if needed) and prepare a dataset."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", default="", help="smoke, cpu or gpu (default: "
-                        "$NAILSEG_PROFILE, else chosen from the hardware)")
-    parser.add_argument("--data-root", default="", help="a real dataset (Images/1..4, "
-                        "Masks/1..4, or flat Images/, Masks/); default: $NAILSEG_DATA_ROOT, else the synthetic set")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    try:
-        location = ensure_prepared(select_profile(args.profile), args.data_root, seed=args.seed)
-    except DataError as error:
-        raise SystemExit(f"error: {error}") from None
-    except KeyboardInterrupt:
-        raise SystemExit(STOPPED) from None
-    print(summary(location))
-
-
-if __name__ == "__main__":
-    main()

@@ -314,6 +314,7 @@ def plot_learning_curve(curve, zero_shot: float | None = None):
     if zero_shot is not None:
         ax.axhline(zero_shot, color="grey", linestyle=":", label="synthetic, no fine-tuning")
     ax.set_xscale("log")
+    ax.minorticks_off()  # the log axis' own labels (6×10⁰ ...) would crowd the counts
     ax.set_xticks(sorted(curve["photos"].unique()), labels=sorted(curve["photos"].unique()))
     ax.set(xlabel="training photos per fold", ylabel="hard Dice on held-out photos",
            title="Learning curve (mean ± standard error over held-out photos)")
