@@ -18,6 +18,7 @@ from nailseg_common.training.multi_gpu import (
     expected_missing,
     pads_into_next_epoch,
     shard_sizes,
+    split_steps,
 )
 
 NAMES = [f"{i:05d}" for i in range(40)]
@@ -109,6 +110,17 @@ def test_covered_time_counts_overlapping_kernels_once():
     assert covered_ms([]) == 0.0
     assert covered_ms([(0, 1000), (500, 1500), (3000, 4000)]) == 2.5  # µs in, ms out
     assert covered_ms([(0, 4000), (1000, 2000)]) == 4.0
+
+
+def test_a_step_profile_never_reads_a_negative_idle_time():
+    """Kernels of 2 steps: compute 0-3 ms, NCCL alone 3-4 ms, nothing 4-5 ms, compute 5-8 ms;
+    a host clock that read less than the kernels took must not make idle negative."""
+    kernels = [("conv", 0, 3000), ("ncclAllReduce", 2000, 4000), ("conv", 5000, 8000)]
+    split = split_steps(kernels, wall_ms=3.0, steps=2)
+    assert split["idle_ms"] == 0.5 and split["all_reduce_not_hidden_ms"] == 0.5
+    assert split["compute_ms"] + split["all_reduce_not_hidden_ms"] + split["idle_ms"] == \
+        split["wall_ms"] == 4.0
+    assert split_steps(None, wall_ms=3.0, steps=2)["idle_ms"] is None
 
 
 class TinyModule(pl.LightningModule):

@@ -85,7 +85,8 @@ def show_speed(record: dict, level: float) -> None:
     runs = record["runs"]
     table = devices_table(record).assign(**{f"s to IoU {level}": [
         seconds_to(run["history"], level) for run in runs.values()]})
-    display(table.round({"train img/s": 1, "compile s": 1, "fit s": 1, "best IoU": 3}))
+    display(table.round({"train img/s": 1, "compile s": 1, "fit s": 1, "best IoU": 3,
+                         f"s to IoU {level}": 1}))
     _, (bars, curves) = plt.subplots(1, 2, figsize=(11, 3.8))
     plot_devices_speed({name: run["train_img_s"] for name, run in runs.items()}, ax=bars)
     plot_iou_curves({name: run["history"] for name, run in runs.items()}, level, ax=curves)

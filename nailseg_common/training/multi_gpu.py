@@ -24,7 +24,13 @@ from nailseg_common.pipelines.dali_pipeline import DALINailDataModule, sample_na
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import Profile, set_matmul_precision
 from nailseg_common.training.ddp_runs import ddp_options, report, run_record
-from nailseg_common.training.fast_training import AccuracyClock, FastNailSegmentation, warm_up
+from nailseg_common.training.fast_training import (
+    AccuracyClock,
+    AverageWeights,
+    FastNailSegmentation,
+    recipe_model,
+    warm_up,
+)
 from nailseg_common.training.trainer import TrainingSpeed, make_trainer
 
 
@@ -127,15 +133,18 @@ def covered_ms(intervals: list[tuple[float, float]]) -> float:
 
 def split_steps(kernels: list[tuple[str, float, float]] | None, wall_ms: float, steps: int) -> dict:
     """Per step in ms: ``wall_ms`` and, from the ``(name, start µs, end µs)`` of the kernels of
-    ``steps`` steps (None: not recorded), compute, all-reduce not hidden, idle, and NCCL."""
+    ``steps`` steps (None: not recorded), compute, all-reduce not hidden, idle, and NCCL; with
+    kernels, the wall is their span, from the first one's start to the last one's end."""
     split = {"steps": steps, "wall_ms": wall_ms, "compute_ms": None,
              "all_reduce_not_hidden_ms": None, "idle_ms": None, "nccl_ms": None}
     if kernels is not None:
         compute = covered_ms([(s, e) for name, s, e in kernels if "nccl" not in name.lower()])
         busy = covered_ms([(s, e) for _, s, e in kernels])
         nccl = covered_ms([(s, e) for name, s, e in kernels if "nccl" in name.lower()])
-        split |= {"compute_ms": compute / steps, "all_reduce_not_hidden_ms": (busy - compute) / steps,
-                  "idle_ms": wall_ms - busy / steps, "nccl_ms": nccl / steps}
+        span = covered_ms([(min(s for _, s, _ in kernels), max(e for _, _, e in kernels))])
+        split |= {"wall_ms": span / steps,  # the GPU's clock: the three parts add up to it
+                  "compute_ms": compute / steps, "all_reduce_not_hidden_ms": (busy - compute) / steps,
+                  "idle_ms": (span - busy) / steps, "nccl_ms": nccl / steps}
     return split
 
 
@@ -202,16 +211,14 @@ def train(args: argparse.Namespace, profile: Profile, location: DataLocation) ->
     if profile.accelerator == "gpu":
         torch.cuda.set_device(local_rank())
     pl.seed_everything(args.seed, workers=True, verbose=False)
-    model = FastNailSegmentation(encoder=profile.encoder, lr=profile.lr,
-                                 max_steps=profile.max_steps, warmup_steps=profile.warmup_steps,
-                                 compile_model=profile.compile_model,
-                                 fused_optimizer=profile.accelerator == "gpu")
+    model = recipe_model(profile)  # notebook 07's: half-resolution head, flip averaging
     clock, speed = AccuracyClock(args.target_iou), TrainingSpeed()
+    averaging = AverageWeights(profile.fast_ema_decay) if profile.fast_ema_decay else None
     train_names = [Path(path).stem for path in split_files(location, "train")[0]]
     ledger, step_profile = (SampleLedger(train_names) if args.record_samples else None,
                             None if args.profile_epoch is None else StepProfile(args.profile_epoch))
     trainer = run_trainer(args, profile,  # validates every profile.val_every_n_epochs epochs
-                          callbacks=[c for c in (clock, speed, ledger, step_profile) if c])
+                          callbacks=[c for c in (clock, speed, averaging, ledger, step_profile) if c])
     if local_rank() == 0:
         warn_if_padded(len(train_names), args.devices, profile.batch_size)
     with torch._dynamo.config.patch(optimize_ddp=False):  # restored when the block ends
