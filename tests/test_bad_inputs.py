@@ -4,7 +4,9 @@ Each case ends in a correct preparation or in one message naming the file or fol
 the fix, with nothing half-written left and a run after the fix working as it is.
 """
 
+import contextlib
 import errno
+import io
 import os
 import re
 import subprocess
@@ -17,12 +19,12 @@ import pytest
 from PIL import Image
 from test_preparation import _image, _leftovers, _mask, write_pair
 
+from nailseg_common.commands import prepare
 from nailseg_common.core import files
 from nailseg_common.core.errors import DataError
 from nailseg_common.data.preparation import (
     dataset_table,
     ensure_prepared,
-    main,
     prepare_dataset,
     read_split,
     summary,
@@ -31,6 +33,18 @@ from nailseg_common.data.scenes import synthetic_sample
 from nailseg_common.setup import profiles
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import select_profile
+
+
+def main(argv: list[str]) -> None:
+    """``nailseg-prepare ARGV`` (``make data``); a failure raises ``SystemExit`` with the one
+    line it printed on stderr (a second line, or a traceback, fails the test)."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        status = prepare.main(argv)
+    if status:
+        lines = err.getvalue().splitlines()
+        assert len(lines) == 1, lines
+        raise SystemExit(lines[0])
 
 
 @pytest.fixture
@@ -270,8 +284,8 @@ def test_a_full_disk_leaves_nothing_behind_and_a_second_run_works(dataset, tmp_p
 # --- what a user can type: one line, no traceback --------------------------------------------
 
 def _command_line(*args, env=None):
-    """``python -m nailseg_common.data.preparation ARGS`` in a fresh process: (exit status, stderr)."""
-    done = subprocess.run([sys.executable, "-m", "nailseg_common.data.preparation", *args],
+    """``python -m nailseg_common.commands.prepare ARGS`` in a fresh process: (exit status, stderr)."""
+    done = subprocess.run([sys.executable, "-m", "nailseg_common.commands.prepare", *args],
                           capture_output=True, text=True, check=False,
                           env={**os.environ, **(env or {})},
                           cwd=Path(__file__).resolve().parents[1])
@@ -280,7 +294,7 @@ def _command_line(*args, env=None):
 
 def test_an_unknown_profile_or_a_gpu_profile_without_a_gpu_is_one_line(tmp_path, monkeypatch):
     code, err = _command_line("--profile", "laptop", env={"NAILSEG_DATA_DIR": str(tmp_path)})
-    assert code == 1 and err.startswith("error: Unknown profile 'laptop'") and err.count("\n") == 1
+    assert code == 2 and err.startswith("error: Unknown profile 'laptop'") and err.count("\n") == 1
     monkeypatch.setenv("NAILSEG_PROFILE", "gpu")
     monkeypatch.setattr(profiles, "gpu_available", lambda: False)
     with pytest.raises(SystemExit, match=r"^error: Profile 'gpu' needs a CUDA GPU.*profile 'cpu'"):
