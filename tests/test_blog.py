@@ -345,6 +345,19 @@ def test_tables_and_printed_output_fit_the_column(rendered):
     assert printed.count("kornia_png_sequential") >= 3  # the printed table in groups too
 
 
+def test_a_wide_table_with_grouped_headers_is_set_compact():
+    """pandas writes a column MultiIndex with colspans: it is not split, but set smaller when
+    it would be wider than the column (the site's stylesheet styles .compact-table)."""
+    import pandas as pd
+
+    columns = pd.MultiIndex.from_product([[f"start number {i}" for i in range(4)], ["dice", "iou"]])
+    wide = pd.DataFrame([[0.123456] * 8] * 3, columns=columns).to_html()
+    assert blog.readable_table(wide).startswith('<div class="compact-table">')
+    narrow = pd.DataFrame([[0.5] * 2], columns=columns[:2]).to_html()
+    assert blog.readable_table(narrow) == narrow
+    assert ".compact-table table" in blog.MINIMA_SCSS
+
+
 def test_readable_cells():
     assert [blog.readable_cell(c) for c in ("NaN", "<NA>", "972-1.05e+03", "batch 32.0",
                                              "2026-11-23", "0.000000e+00", "-0.5", "a-b")] == [

@@ -424,9 +424,11 @@ def readable_table(table: str, budget: int = COLUMN_PX) -> str:
         for opening, cells in ROW_PARTS_RE.findall(body):
             sections[name].append((opening, CELL_RE.findall(cells)))
     rows = sections["thead"] + sections["tbody"]
-    if not sections["tbody"] or any(re.search(r"\b(?:col|row)span", a) for _, r in rows
-                                    for _, a, _ in r):
+    if not sections["tbody"]:
         return table
+    if any(re.search(r"\b(?:col|row)span", a) for _, r in rows for _, a, _ in r):
+        wide = max(sum(_cell_px(c) for _, _, c in cells) for _, cells in rows) > budget
+        return f'<div class="compact-table">\n{table}\n</div>' if wide else table
     width = len(rows[0][1])
     if any(len(cells) != width for _, cells in rows):
         return table
@@ -914,7 +916,7 @@ THEMES = {
 }
 # Minima's stylesheet (its own ``assets/main.scss``) and what the posts need on top: code and
 # output blocks wrap at the 740 px column instead of scrolling sideways (tables are split
-# into column groups that fit it by ``readable_table``).
+# into column groups that fit it by ``readable_table``, or, with grouped headers, set smaller).
 MINIMA_SCSS = """\
 ---
 # Written by tools.publishing.blog: minima's stylesheet, and code that fits the column.
@@ -925,6 +927,15 @@ MINIMA_SCSS = """\
 .post-content pre code {
   white-space: pre-wrap;
   overflow-wrap: anywhere;
+}
+
+// A table with grouped headers, too wide for the column and not split by readable_table.
+.post-content .compact-table table {
+  font-size: 12px;
+}
+.post-content .compact-table th,
+.post-content .compact-table td {
+  padding: 4px 6px;
 }
 """
 
