@@ -393,7 +393,7 @@ def create_model(encoder: str = "tu-efficientnet_lite0",
 #
 # For an image without nail pixels the nail term reduces to `relu(1 + max logit)`: only
 # the most confident false positive is penalised, and the background term stays an ordinary
-# hinge. On its own the hinge learns slowly from random weights and only asks for a margin
+# hinge. On its own the hinge learns slowly from a fresh decoder and only asks for a margin
 # (a background logit of −1 already satisfies it, at a probability of sigmoid(−1) ≈ 0.27).
 # Binary cross-entropy gets training going, and a **soft Dice** term on the probabilities
 # pushes them towards 0 and 1. All three are computed in float32 whatever the autocast
@@ -775,7 +775,7 @@ levels.mean().to_frame(f"{len(levels)} validation masks at {cfg.image_size} px")
 # %% [markdown]
 # One pixel of outline costs more than you might think, and the levels depend on the image
 # size: a nail of a given share of the photo has fewer pixels inside for each pixel of its
-# outline at 96 px (the `cpu` profile) than at 384 px (the `gpu` profile), so the same
+# outline at 128 px (the `cpu` profile) than at 384 px (the `gpu` profile), so the same
 # one-pixel error costs more Dice the smaller the images. That is why the course states its
 # target in pixels of outline, not as a typed Dice: **every pipeline trains a model whose
 # masks are closer to the labels than masks drawn two pixels too large.**
