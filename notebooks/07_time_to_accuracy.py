@@ -433,8 +433,7 @@ def time_to_accuracy(model: FastNailSegmentation, datamodule: pl.LightningDataMo
                            enable_progress_bar=False, callbacks=[clock, *averaging])
     trainer.fit(model, datamodule=datamodule)
     reached = clock.reached
-    return {"max_steps": profile.max_steps, "fit_s": clock.fit_s,
-            "reached": reached is not None,
+    return {"max_steps": profile.max_steps, "fit_s": clock.fit_s, "reached": reached is not None,
             "seconds_to_target": reached["seconds"] if reached else None,
             "steps_to_target": reached["step"] if reached else None,
             "best_iou": max((row["val_iou"] for row in clock.history), default=float("nan")),

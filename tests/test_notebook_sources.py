@@ -75,18 +75,14 @@ def test_papermill_reads_every_parameter(notebook, capsys):
 
 
 MAX_CODE_LINES, MAX_CELL_LINES = 350, 40
-# A debt, like tests/test_published.py's AWAITING_RERUN: a notebook over the limit whose
-# published run is its current code, so a shorter source waits for its next GPU run.
-OVER_LIMIT_UNTIL_RERUN = {"07_time_to_accuracy.ipynb": 351}
 
 
-def test_read_in_one_sitting(path, notebook):
+def test_read_in_one_sitting(notebook):
     """At most 350 code lines a notebook and cells that fit on a screen (non-blank lines)."""
     lengths = [sum(1 for line in c.source.splitlines() if line.strip())
                for c in code_cells(notebook)]
-    limit = OVER_LIMIT_UNTIL_RERUN.get(path.name, MAX_CODE_LINES)
-    assert sum(lengths) <= limit and max(lengths) <= MAX_CELL_LINES, \
-        f"{sum(lengths)} code lines (at most {limit}), longest cell {max(lengths)}"
+    assert sum(lengths) <= MAX_CODE_LINES and max(lengths) <= MAX_CELL_LINES, \
+        f"{sum(lengths)} code lines (at most {MAX_CODE_LINES}), longest cell {max(lengths)}"
 
 
 def test_blog_metadata(notebook):
