@@ -621,8 +621,9 @@ print(f"bound: {bound:.1f} training images/s ({len(resident)} resident batches o
 gap.round(2)
 
 # %% [markdown]
-# The last row is the training run above. Its share of the bound, with a spread from the
-# range of its epochs' rates (the bound is a single measurement, counted as exact):
+# The last row is the training run above. Its share of the bound, `± ` the course's spread
+# (twice the standard error of its epochs' rates; the bound is a single measurement,
+# counted as exact):
 
 # %%
 print("the training run: {:.2f} ± {:.2f} of the bound".format(*kornia_speed.ratio_to(bound)))

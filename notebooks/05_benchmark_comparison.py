@@ -537,8 +537,8 @@ plt.show()
 # ## Share of the bound, and the targets
 #
 # The same training rates divided by the bound, with whiskers for the spread of each ratio
-# (`ratio_spread` of `nailseg_common.core.statistics`: the half-ranges of the pipeline's
-# windows and of the bound's windows, relative to their medians, combined). The grey band
+# (`ratio_spread` of `nailseg_common.core.statistics`: the course's `±`, twice the standard
+# error of the pipeline's windows and of the bound's, relative to their medians, combined). The grey band
 # around 1 is the bound's own spread. A pipeline measured above 1 by less than its spread
 # does not beat the bound, which is the step with an input pipeline that costs nothing: it
 # keeps up within noise.

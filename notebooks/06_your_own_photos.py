@@ -557,24 +557,25 @@ per_photo.round(3)
 # %% [markdown]
 # ## The starts side by side
 #
-# Each start's mean hard Dice and IoU over every photo, with the **standard error** of the
-# mean Dice (the spread of the photos' scores over the square root of their number), the
-# worst photo's Dice, and the training curves of the first fold. `compare_starts` ranks by
-# mean Dice; `recommend_start` adds how sure the ranking is: the mean gain of the best over
-# the runner-up *on the same photos* (a paired difference, which cancels how hard each photo
-# is), the standard error of that gain, and on how many photos the best one wins
+# Each start's mean hard Dice and IoU over every photo, with the course's spread `±` of the
+# mean Dice (twice its standard error, the standard deviation of the photos' scores over
+# the square root of their number), the worst photo's Dice, and the training curves of the
+# first fold. `compare_starts` ranks by mean Dice; `recommend_start` adds how sure the
+# ranking is: the mean gain of the best over the runner-up *on the same photos* (a paired
+# difference, which cancels how hard each photo is), the spread of that gain, how many
+# standard errors it amounts to, and on how many photos the best one wins
 # (`paired_gain`, from the course's statistics in `nailseg_common.core.statistics`).
 
 # %%
 #| export training.fine_tuning
-from nailseg_common.core.statistics import paired_gain
+from nailseg_common.core.statistics import mean_spread, paired_gain
 
 
 def compare_starts(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per start (``{start: score_photos table}``), best mean hard Dice first: the
-    mean ``hard Dice`` and its standard error ``± SE``, the mean ``IoU``, the worst photo's
-    Dice and the number of photos."""
-    rows = {start: {"hard Dice": table["dice"].mean(), "± SE": table["dice"].sem(),
+    mean ``hard Dice`` and its spread ``±`` (``mean_spread``), the mean ``IoU``, the worst
+    photo's Dice and the number of photos."""
+    rows = {start: {"hard Dice": table["dice"].mean(), "±": mean_spread(table["dice"]),
                     "IoU": table["iou"].mean(), "worst Dice": table["dice"].min(),
                     "photos": len(table)}
             for start, table in tables.items()}
@@ -590,7 +591,7 @@ def recommend_start(tables: dict[str, pd.DataFrame]) -> dict:
     if len(ranking) > 1:
         runner_up = ranking[1]
         gain = paired_gain(tables[best]["dice"], tables[runner_up]["dice"])
-        lead = gain["gain"] / gain["gain_se"] if gain["gain_se"] > 0 else math.nan
+        lead = 2 * gain["gain"] / gain["gain_spread"] if 0 < gain["gain_spread"] < math.inf else math.nan
         advice.update(runner_up=runner_up, **gain, lead_se=lead)
     return advice
 
@@ -641,7 +642,7 @@ by_size = {size: cross_validate(make_start, curve_starts, frame, photos_set,
                                fold_sets[:cfg.curve_folds], cfg, train_size=size).tables
            for size in sizes} | {all_photos: {name: tables[name] for name in curve_starts}}
 curve = pd.DataFrame([{"start": name, "photos": size, "dice": table.dice.mean(),
-                       "se": table.dice.sem()}
+                       "±": mean_spread(table.dice)}
                       for size, part in by_size.items() for name, table in part.items()])
 plots.plot_learning_curve(curve, tables[ZERO_SHOT].dice.mean() if ZERO_SHOT in tables else None)
 plt.show()

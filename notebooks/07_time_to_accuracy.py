@@ -524,7 +524,7 @@ steps.round(3)
 #
 # What the changes bought, in one number: the faster step's images per second over 02's
 # eager step, both measured above in this run, on this machine, with the spread of their
-# windows (`ratio_spread`, from `nailseg_common.core.statistics`). More than 1 by more than
+# windows (`ratio_spread`, from `nailseg_common.core.statistics`: the course's `±`). More than 1 by more than
 # the spread means the changes made the step faster here.
 
 # %%
@@ -601,7 +601,8 @@ plt.show()
 
 # %% [markdown]
 # The verdict: did this run reach the level, and how long did it take against the seeds'
-# median? The seeds' range is the spread: one seed's time anywhere in it is within noise.
+# median? One run is one draw from the seeds' spread of times, so its standard error is
+# the seeds' standard deviation, and its `±` (twice the standard error) is twice that.
 # On another device than the seeds' the seconds compare devices as well as runs.
 
 # %%
@@ -609,7 +610,7 @@ print(f"this run on {device_name}; the seeds on {seeds['device'] if seeds else '
 if run["reached"]:
     times = by_seed[level]
     print(Verdict(f"seconds to IoU {level}", run["seconds_to_target"], times.median(),
-                  max(times.median() - times.min(), times.max() - times.median()),
+                  2 * times.std(),
                   "seeds' median", higher_is_better=False))
 else:
     print(f"IoU {level} not reached in {fast.max_steps} steps: "
@@ -749,7 +750,7 @@ if run_pipelines and "dali" in table.index:
 #   last batches for the cost of a copy of the weights and a second forward pass.
 # - One seed is not a result: the time to accuracy is reported over seeds, as a median and
 #   range, from a committed file, at the highest level every seed reaches; one run's time is
-#   judged against that median, with the seeds' range as its spread.
+#   judged against that median, with twice the seeds' standard deviation as its spread.
 # - A level has a scale: score the validation masks off by one pixel all round before
 #   chasing it. A level near that score asks for outlines right to about a pixel, and no
 #   faster step buys that.

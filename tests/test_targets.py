@@ -24,8 +24,9 @@ def test_spreads():
     assert mean_spread([0.0, 2.0]) == pytest.approx(2.0)  # sd 1.414, SE 1
     assert math.isinf(mean_spread([1.0]))
     assert difference_spread([0.0, 2.0], [0.0, 2.0]) == pytest.approx(2 * math.sqrt(2))
-    # numerator 90..110 (half-range 10 %), denominator constant: 10 % of the ratio 0.5
-    assert ratio_spread([90.0, 100.0, 110.0], [200.0, 200.0]) == pytest.approx(0.05)
+    # numerator 90, 100, 110 (sd 10, twice the SE 11.5 % of 100), denominator constant
+    assert ratio_spread([90.0, 100.0, 110.0], [200.0, 200.0]) == pytest.approx(
+        0.5 * 2 * 10 / math.sqrt(3) / 100)
 
 
 def test_finetune_advice_names_the_photos_and_what_to_try_for_each_outcome():

@@ -101,7 +101,7 @@ SPACE_MARGIN = 1 << 20
 """Room asked of OUT's disk beyond the model's weights: the scores, the summary, torch.save's
 overhead."""
 ZERO_SHOT, FINE_TUNED = "zero-shot", "fine-tuned"
-JSON_KEYS = {"hard Dice": "hard_dice", "± SE": "hard_dice_se", "IoU": "iou", "IoU ± SE": "iou_se",
+JSON_KEYS = {"hard Dice": "hard_dice", "±": "hard_dice_spread", "IoU": "iou", "IoU ±": "iou_spread",
              "worst Dice": "worst_dice"}
 """The names in summary.json of the score table's columns."""
 STOPPED = (f"stopped (Ctrl-C): nothing half-written was kept ({MODEL}, {SCORES} and {SUMMARY} "
@@ -196,10 +196,10 @@ def check_space(out: Path, checkpoint: Checkpoint) -> None:
 
 
 def score_table(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """:func:`compare_starts`' table of ``tables``, with the standard error of the mean IoU."""
+    """:func:`compare_starts`' table of ``tables``, with the spread of the mean IoU."""
     table = compare_starts(tables)
-    table.insert(table.columns.get_loc("IoU") + 1, "IoU ± SE",
-                 [tables[name]["iou"].sem() for name in table.index])
+    table.insert(table.columns.get_loc("IoU") + 1, "IoU ±",
+                 [mean_spread(tables[name]["iou"]) for name in table.index])
     return table
 
 
@@ -247,8 +247,8 @@ def report(tables: dict[str, pd.DataFrame], checkpoint: Path) -> dict:
     """Print the mean scores of ``tables`` and, with fine-tuned ones, the paired gain of
     fine-tuning and its verdict; the same for ``summary.json``."""
     scores = score_table(tables)
-    print("hard Dice and IoU at probability 0.5, means over the photos (± SE: the standard "
-          f"error of the mean):\n{scores.round(3).to_string()}")
+    print("hard Dice and IoU at probability 0.5, means over the photos (±: twice the "
+          f"standard error of the mean):\n{scores.round(3).to_string()}")
     summary = {"scores": scores.rename(columns=JSON_KEYS).to_dict(orient="index")}
     if FINE_TUNED in tables:
         fine_tuned, zero_shot = tables[FINE_TUNED]["dice"], tables[ZERO_SHOT]["dice"]

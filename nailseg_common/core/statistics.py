@@ -1,9 +1,15 @@
 """Targets judged against a measured spread: met, missed, or within noise.
 
+One spread for the whole course: ``x ± s`` means that ``s`` is **twice the standard error**
+of ``x``, about a 95 % interval, computed from repeats (images, photos, timing windows,
+epochs). For a mean over items, :func:`mean_spread`; for the difference of two means,
+:func:`difference_spread`; for a ratio of two repeated rates, :func:`ratio_spread` (the
+relative spreads combined). Repeated seeds are reported as their median and range instead,
+never with ``±``.
+
 A target is a number the run derives from what it measures or reads (a level the labels
 themselves reach, a baseline from the same run, a prediction from two measured times),
-never a typed constant. A difference smaller than its spread (twice the standard error of
-the difference, or the measured range of repeated windows) is "within noise"; only a
+never a typed constant. A difference smaller than its spread is "within noise"; only a
 larger one is "met" or "missed".
 """
 
@@ -18,28 +24,22 @@ import numpy as np
 import pandas as pd
 
 
-def half_range(values: Sequence[float]) -> float:
-    """Half the range (max - min) of repeated measurements: the spread of their median; inf
-    for one."""
-    values = list(values)
-    return (max(values) - min(values)) / 2 if len(values) > 1 else math.inf
-
-
 def median_range(values: Sequence[float]) -> dict:
     """The ``median``, ``min`` and ``max`` of repeated measurements (seeds, windows)."""
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
 def paired_gain(better: pd.Series, worse: pd.Series) -> dict:
-    """``better - worse`` on the same items: mean ``gain``, its standard error ``gain_se``
-    (NaN for one item), ``wins`` and ``loses``."""
+    """``better - worse`` on the same items: mean ``gain``, its spread ``gain_spread``
+    (:func:`mean_spread`; inf for one item), ``wins`` and ``loses``."""
     gain = better - worse
-    return {"gain": gain.mean(), "gain_se": gain.sem(), "wins": int(sum(gain > 0)),
+    return {"gain": gain.mean(), "gain_spread": mean_spread(gain), "wins": int(sum(gain > 0)),
             "loses": int(sum(gain < 0))}
 
 
 def mean_spread(values: Sequence[float]) -> float:
-    """Twice the standard error of the mean of ``values`` (per-image scores, say)."""
+    """The course's spread of ``values``' mean: twice its standard error (about a 95 %
+    interval); inf for one value."""
     values = np.asarray(values, dtype=float)
     return 2.0 * float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else math.inf
 
@@ -51,12 +51,12 @@ def difference_spread(a: Sequence[float], b: Sequence[float]) -> float:
 
 def ratio_spread(numerator: Sequence[float], denominator: Sequence[float]) -> float:
     """The spread of ``median(numerator) / median(denominator)`` from repeated windows: each
-    side's half-range relative to its median, combined in quadrature."""
-    def relative_half_range(values) -> float:
-        return half_range(values) / statistics.median(values)
+    side's :func:`mean_spread` relative to its median, combined in quadrature."""
+    def relative(values) -> float:
+        return mean_spread(values) / statistics.median(values)
 
     ratio = float(np.median(numerator) / np.median(denominator))
-    return ratio * math.hypot(relative_half_range(numerator), relative_half_range(denominator))
+    return ratio * math.hypot(relative(numerator), relative(denominator))
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ import pytorch_lightning as pl
 import torch
 
 from nailseg_common.core.files import write_json
-from nailseg_common.core.statistics import Verdict, half_range, ratio_spread
+from nailseg_common.core.statistics import Verdict, mean_spread, ratio_spread
 from nailseg_common.measure.profiling import KernelProfile
 from nailseg_common.measure.timing import (
     BOUND_BATCHES,
@@ -357,11 +357,12 @@ def summary_table(results: dict):
 
 
 def describe_bound(results: dict) -> str:
-    """The bound's median and the range of its windows, and its halves before and after the
-    pipelines: the spread to read every ratio against, not a promise that it held still."""
+    """The bound's median, the range of its windows and its spread (± twice the standard error,
+    in %), and its halves before and after the pipelines: the spread to read every ratio
+    against, not a promise that it held still."""
     b = results["bound"]
     line = (f"bound: {b['img_s']:.0f} img/s, median of {len(b['repeats'])} windows, range "
-            f"{b['img_s_min']:.0f}-{b['img_s_max']:.0f} (±{100 * half_range(b['repeats']) / b['img_s']:.1f} %)")
+            f"{b['img_s_min']:.0f}-{b['img_s_max']:.0f} ± {100 * mean_spread(b['repeats']) / b['img_s']:.1f} %")
     if b["end"] is None:
         return line
     return line + f"; {b['start']['img_s']:.0f} before the pipelines, {b['end']['img_s']:.0f} after"
@@ -410,7 +411,7 @@ def claims(results: dict) -> list[Verdict]:
     return [Verdict("dali training ÷ bound", dali["train_ratio_to_bound"], serial_ratio(results, "dali"),
                     ratio_to_bound_spread(results, "dali"), "its work in series"),
             Verdict("dali loader img/s", dali["loader_img_s"], results["bound"]["img_s"],
-                    math.hypot(half_range(loader), half_range(bound)), "the bound")]
+                    math.hypot(mean_spread(loader), mean_spread(bound)), "the bound")]
 
 
 def lessons(results: dict) -> list[str]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from nailseg_common.core.statistics import mean_spread
+
 
 def available_starts(starts: Iterable[str], checkpoint: Path | None) -> tuple[list[str], dict[str, str]]:
     """The ``starts`` that can be fine-tuned here, and for each other one the reason: the
@@ -21,13 +23,13 @@ def advice_in_words(advice: dict, tables: dict, zero_shot: str) -> list[str]:
     best, photos = advice["best"], advice["photos"]
     dice, iou = tables[best]["dice"], tables[best]["iou"]
     best_line = (f"best over these {photos} photos, each held out once: {best} (hard Dice "
-                 f"{dice.mean():.3f} ± {dice.sem():.3f}, IoU {iou.mean():.3f})")
+                 f"{dice.mean():.3f} ± {mean_spread(dice):.3f}, IoU {iou.mean():.3f})")
     if advice["runner_up"] is None:
         return [best_line, ("-> only one start could be measured here, so there is nothing to "
                 "choose between: run notebook 02 in this profile (synthetic start).")]
     runner_up, lead_se = advice["runner_up"], advice["lead_se"]
-    lead = (f"ahead of {runner_up} by {advice['gain']:+.3f} Dice ± {advice['gain_se']:.3f} "
-            f"(standard error over {photos} photos), better on {advice['wins']}, "
+    lead = (f"ahead of {runner_up} by {advice['gain']:+.3f} Dice ± {advice['gain_spread']:.3f} "
+            f"(over {photos} photos), better on {advice['wins']}, "
             f"worse on {advice['loses']}")
     if lead_se > 2:
         verdict = f"use the {best} start: its lead is {lead_se:.1f} standard errors, more than two"

@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from nailseg_common.core.statistics import half_range
+from nailseg_common.core.statistics import mean_spread
 
 COLUMN_INCHES = 7.2  # a 740 px column at 100 dpi, with room for tight bounding boxes
 MIN_FONT = 9
@@ -92,7 +92,7 @@ def plot_ratio_to_bound(results: dict, ax=None):
                    xerr=[ratio_to_bound_spread(results, n) for n in names], capsize=3)
     ax.bar_label(bars, fmt="%.2f", fontsize=MIN_FONT, padding=2)
     bound = results["bound"]
-    relative = half_range(bound["repeats"]) / bound["img_s"]
+    relative = mean_spread(bound["repeats"]) / bound["img_s"]
     ax.axvspan(1 - relative, 1 + relative, color="grey", alpha=0.2)
     ax.axvline(1.0, color="black", linestyle="--", linewidth=1)
     in_series = [n for n in names if results["pipelines"][n]["family"] in ("kornia", "dali")]
@@ -304,12 +304,12 @@ def plot_training_curves(runs: dict, x: str = "epoch"):
 
 
 def plot_learning_curve(curve, zero_shot: float | None = None):
-    """Mean hard Dice against training photos, one line per start with ± one standard error
-    as bars (``curve``: columns ``start``, ``photos``, ``dice``, ``se``), and the zero-shot
-    Dice as a dotted line when given."""
+    """Mean hard Dice against training photos, one line per start with its spread as bars
+    (``curve``: columns ``start``, ``photos``, ``dice``, ``±``), and the zero-shot Dice as a
+    dotted line when given."""
     fig, ax = _subplots(figsize=(6, 3.8))
     for index, (start, points) in enumerate(curve.sort_values("photos").groupby("start", sort=False)):
-        ax.errorbar(points["photos"], points["dice"], yerr=points["se"], color=f"C{index}",
+        ax.errorbar(points["photos"], points["dice"], yerr=points["±"], color=f"C{index}",
                     marker="o", capsize=3, label=start)
     if zero_shot is not None:
         ax.axhline(zero_shot, color="grey", linestyle=":", label="synthetic, no fine-tuning")
@@ -317,7 +317,7 @@ def plot_learning_curve(curve, zero_shot: float | None = None):
     ax.minorticks_off()  # the log axis' own labels (6×10⁰ ...) would crowd the counts
     ax.set_xticks(sorted(curve["photos"].unique()), labels=sorted(curve["photos"].unique()))
     ax.set(xlabel="training photos per fold", ylabel="hard Dice on held-out photos",
-           title="Learning curve (mean ± standard error over held-out photos)")
+           title="Learning curve (mean ± twice its standard error)")
     ax.legend(fontsize=MIN_FONT)
     fig.tight_layout()
     return fig

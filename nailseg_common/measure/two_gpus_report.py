@@ -1,6 +1,6 @@
 """What notebook 08 reports of its runs on one device and on several: the record of both,
 their speed and time to accuracy, the checks (every sample once an epoch, the same
-validation), where a step's time goes, and the recipes tried."""
+validation), where a step's time goes."""
 
 from __future__ import annotations
 
@@ -160,17 +160,3 @@ def explain_speedup(record: dict) -> None:
     exposed = table.loc["all-reduce not hidden", many_name]
     print(speedup_verdict(record, devices * one_ms / (one_ms + exposed),
                           f"{devices:.0f}× less the exposed all-reduce"))
-
-
-def recipes_table(path: Path, level: float) -> pd.DataFrame | None:
-    """The two-GPU recipes tried before the published run (a committed results file), with
-    the seconds each took to IoU ``level``."""
-    recipes = read_record(path)
-    if recipes is None:
-        return None
-    print(f"{path.name}: {recipes['what']}")
-    return pd.DataFrame.from_dict({name: {
-        "peak lr": run["lr"], "max steps": run["max_steps"],
-        f"s to IoU {level}": seconds_to(run["history"], level), "best IoU": run["best_iou"],
-        "train img/s": run["train_img_s"]} for name, run in recipes["runs"].items()},
-        orient="index").round({f"s to IoU {level}": 1, "best IoU": 3, "train img/s": 1})

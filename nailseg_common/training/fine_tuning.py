@@ -18,7 +18,7 @@ from torch import nn
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 
 from nailseg_common.core.errors import DataError
-from nailseg_common.core.statistics import paired_gain
+from nailseg_common.core.statistics import mean_spread, paired_gain
 from nailseg_common.data.preparation import read_split
 from nailseg_common.pipelines.kornia_pipeline import (
     POLICY,
@@ -224,9 +224,9 @@ def cross_validate(make_start: Callable[[str], LitNailSegmentation], starts: lis
 
 def compare_starts(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per start (``{start: score_photos table}``), best mean hard Dice first: the
-    mean ``hard Dice`` and its standard error ``± SE``, the mean ``IoU``, the worst photo's
-    Dice and the number of photos."""
-    rows = {start: {"hard Dice": table["dice"].mean(), "± SE": table["dice"].sem(),
+    mean ``hard Dice`` and its spread ``±`` (``mean_spread``), the mean ``IoU``, the worst
+    photo's Dice and the number of photos."""
+    rows = {start: {"hard Dice": table["dice"].mean(), "±": mean_spread(table["dice"]),
                     "IoU": table["iou"].mean(), "worst Dice": table["dice"].min(),
                     "photos": len(table)}
             for start, table in tables.items()}
@@ -242,6 +242,6 @@ def recommend_start(tables: dict[str, pd.DataFrame]) -> dict:
     if len(ranking) > 1:
         runner_up = ranking[1]
         gain = paired_gain(tables[best]["dice"], tables[runner_up]["dice"])
-        lead = gain["gain"] / gain["gain_se"] if gain["gain_se"] > 0 else math.nan
+        lead = 2 * gain["gain"] / gain["gain_spread"] if 0 < gain["gain_spread"] < math.inf else math.nan
         advice.update(runner_up=runner_up, **gain, lead_se=lead)
     return advice

@@ -25,7 +25,7 @@ import pytorch_lightning as pl
 from pytorch_lightning.callbacks import Callback, ModelCheckpoint
 from pytorch_lightning.loggers import CSVLogger
 
-from nailseg_common.core.statistics import Verdict, difference_spread, half_range, mean_spread
+from nailseg_common.core.statistics import Verdict, difference_spread, mean_spread
 from nailseg_common.setup.paths import runs_dir, shown
 from nailseg_common.setup.profiles import Profile
 from nailseg_common.training.progress_lines import ProgressLines, quiet_lightning
@@ -63,10 +63,10 @@ class EpochRates:
         return statistics.median(self.rates())
 
     def ratio_to(self, bound: float) -> tuple[float, float]:
-        """``images_per_second() / bound`` and its spread: the rates' half-range relative to
-        their median (``bound``, one measurement, counts as exact); inf for one timed epoch."""
+        """``images_per_second() / bound`` and its spread: the rates' ``mean_spread`` relative
+        to their median (``bound``, one measurement, counts as exact); inf for one timed epoch."""
         rates, ratio = self.rates(), self.images_per_second() / bound
-        return ratio, ratio * half_range(rates) / statistics.median(rates)
+        return ratio, ratio * mean_spread(rates) / statistics.median(rates)
 
     def report(self, bound: float, name: str) -> str:
         """One line: the median rate, how many epochs, the bound, the ratio and its spread."""
