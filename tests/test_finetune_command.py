@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -253,6 +254,48 @@ def test_a_disk_full_while_saving_ends_in_one_line_and_keeps_the_users_files(
                           f"disk holding {out} is full (512 bytes free): free some space, or "
                           "pass an OUT folder on another disk; nothing was written.\n")
     assert {path.name: path.read_text() for path in out.iterdir()} == earlier
+
+
+KILLED_WHILE_SAVING = """
+import sys, time
+from pathlib import Path
+import pandas as pd
+from nailseg_common.commands import fine_tune
+
+def stalled(model, path, image_size):  # half a model written, and then the kill
+    Path(path).write_bytes(b"half a model")
+    Path(sys.argv[2]).touch()
+    time.sleep(120)
+
+fine_tune.save_weights = stalled
+fine_tune.write_outputs(Path(sys.argv[1]), pd.DataFrame({"image": ["a.jpg"]}), {}, None, 32)
+"""
+
+
+def test_a_kill_while_saving_keeps_the_users_files_and_the_next_run_clears_what_it_left(
+        fine_tuned, folders):
+    """A real SIGKILL, which no handler sees, in the middle of writing the model."""
+    out, ready = folders / "out", folders / "ready"
+    out.mkdir()
+    earlier = {name: f"earlier {name}" for name in (MODEL, SCORES, SUMMARY)}
+    for name, text in earlier.items():
+        (out / name).write_text(text)
+    process = subprocess.Popen([sys.executable, "-c", KILLED_WHILE_SAVING, str(out), str(ready)],
+                               cwd=REPO_ROOT)
+    deadline = time.monotonic() + 120
+    while not ready.exists():
+        assert process.poll() is None and time.monotonic() < deadline, "never reached the save"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    assert process.wait() == -signal.SIGKILL
+    staging = out / f".nailseg-finetune.tmp-{process.pid}"
+    assert sorted(path.name for path in staging.iterdir()) == [MODEL, SCORES, SUMMARY]
+    assert {path.name: path.read_text() for path in out.iterdir() if path != staging} == earlier
+
+    again = run(fine_tuned.photos, out, *OPTIONS, "--no-cross-validation", "--force")
+    assert again.code == 0, again.err
+    assert sorted(path.name for path in out.iterdir()) == sorted([MODEL, SCORES, SUMMARY])
+    assert torch.load(out / MODEL, weights_only=True)["image_size"] == 32
 
 
 def test_ctrl_c_while_starting_ends_in_one_line(monkeypatch, capsys):

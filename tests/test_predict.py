@@ -235,6 +235,20 @@ def test_an_interrupted_write_leaves_no_half_written_file(model, tmp_path, capsy
     assert files(tmp_path / "out") == set() and (tmp_path / "out" / MARKER).is_file()
 
 
+def test_what_a_killed_run_left_is_cleared_by_the_next(model, tmp_path, capsys):
+    photo(tmp_path / "photos" / "deep" / "a.jpg")
+    out = tmp_path / "out"
+    assert predict(capsys, tmp_path / "photos", out, checkpoint=model.checkpoint)[0] == 0
+    left = [out / ".a.png.tmp-999999999", out / "deep" / ".a_overlay.jpg.tmp-999999999"]
+    for path in left:  # a SIGKILL while writing: no handler runs
+        path.write_bytes(b"half")
+    running = out / ".b.png.tmp-1"  # pid 1 is alive: maybe another run's, kept
+    running.write_bytes(b"")
+    assert predict(capsys, tmp_path / "photos", out, checkpoint=model.checkpoint)[0] == 0
+    assert not any(path.exists() for path in left) and running.exists()
+    assert files(out) == {"deep/a.png", "deep/a_overlay.jpg", running.name}
+
+
 def test_the_side_the_run_was_trained_at_is_read_from_its_log_unless_given(
         model, tmp_path, capsys):
     """The fixture's run logged a 32 px profile; the smoke profile says 64."""

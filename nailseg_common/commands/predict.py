@@ -55,7 +55,7 @@ with starting(__name__):  # Ctrl-C during these imports: one line (see command_l
     from torch import nn
 
     from nailseg_common.core.errors import DataError
-    from nailseg_common.core.files import disk_full, is_disk_full, staged_file
+    from nailseg_common.core.files import disk_full, is_disk_full, remove_stale_staging, staged_file
     from nailseg_common.data.images import read_rgb
     from nailseg_common.data.preparation import IMAGE_SUFFIXES
     from nailseg_common.pipelines.albumentations_pipeline import valid_transform
@@ -163,14 +163,15 @@ def check_out(out: Path, shown: str, targets: list[Path], photos: list[Path]) ->
 
 
 def claim(out: Path, shown: str) -> None:
-    """Create ``out`` with its :data:`MARKER`, before the first output; DataError naming OUT
-    when it cannot be written."""
+    """Create ``out`` with its :data:`MARKER`, before the first output, and clear what runs
+    killed while writing there left; DataError naming OUT when it cannot be written."""
     create_out(out, shown)
     try:
         (out / MARKER).write_text("Written by nailseg-predict: this folder "
                                   "holds masks and overlays, and is never read as photos.\n")
     except OSError as error:
         raise unwritable_out(shown, error.strerror or str(error)) from None
+    remove_stale_staging(out)
 
 
 def output_paths(photos: list[Path], root: Path, out: Path) -> dict[Path, tuple[Path, Path]]:

@@ -43,6 +43,22 @@ def stale_staging(target: Path) -> list[Path]:
             if match and (int(match[2]) == os.getpid() or not _alive(int(match[2])))]
 
 
+STAGED = re.compile(r"\..+\.(tmp|old)-(\d+)")
+"""The name of a staged file or folder: ``.<name>.tmp-<pid>`` or ``.<name>.old-<pid>``."""
+
+
+def remove_stale_staging(folder: Path) -> None:
+    """Delete what runs killed while writing into ``folder`` (its sub-folders too) left: the
+    staged files and folders of processes that no longer exist."""
+    for entry in folder.rglob(".*"):
+        match = STAGED.fullmatch(entry.name)
+        if match and not _alive(int(match[2])):
+            if entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+
+
 @contextlib.contextmanager
 def folder_lock(target: Path) -> Iterator[None]:
     """Hold an exclusive lock for building ``target`` (``filelock``'s, on a hidden ``.lock``
