@@ -154,11 +154,13 @@ def test_step_profile_times_the_steps_of_one_epoch(tmp_path, epoch, steps, profi
     assert summary["nccl_ms"] is None
 
 
-def test_defaults_come_from_the_profile_and_whole_epochs_are_trained():
+def test_defaults_are_notebook_07s_recipe_and_whole_epochs_are_trained():
     args, profile = parse_args(["--profile", "smoke"])
     assert (args.devices, args.compile, args.run_name) == (1, False, "ddp_1")
-    assert profile.batch_size == 8 and profile.max_train_batches is None
-    assert profile.max_valid_batches is None
+    smoke = select_profile("smoke")
+    assert (profile.batch_size, profile.lr, profile.max_steps) == (
+        smoke.ddp_batch_size, smoke.fast_lr, smoke.ddp_max_steps)
+    assert profile.max_train_batches is None and profile.max_valid_batches is None
 
 
 def test_warm_up_compile_and_validation_interval_default_to_the_profiles_recipe():

@@ -47,11 +47,14 @@ def argument_parser() -> argparse.ArgumentParser:
     add("--devices", type=int, default=1, help="processes, one per device: GPUs, or CPU "
         "processes talking through gloo")
     add("--accelerator", choices=("cpu", "gpu"), help="default: the profile's")
-    add("--batch-size", type=int, help="per device: a step trains on devices × batch images")
-    add("--lr", type=float, help="peak learning rate, used as given for any number of devices")
+    add("--batch-size", type=int, help="per device: a step trains on devices × batch images "
+        "(default: the profile's ddp_batch_size, notebook 07's batch)")
+    add("--lr", type=float, help="peak learning rate, used as given for any number of devices "
+        "(default: the profile's fast_lr, notebook 07's)")
     add("--warmup-steps", type=int, help="linear warm-up steps before the cosine decay "
         "(default: the profile's)")
-    add("--max-steps", type=int, help="optimizer steps of the schedule and of the run")
+    add("--max-steps", type=int, help="optimizer steps of the schedule and of the run "
+        "(default: the profile's ddp_max_steps)")
     add("--target-iou", type=float, default=0.85, help="stop at the first validation with "
         "hard IoU at least this")
     add("--val-every-n-epochs", type=int, help="validate every n epochs (default: the profile's)")
@@ -81,11 +84,15 @@ def argument_parser() -> argparse.ArgumentParser:
 
 
 def run_profile(args: argparse.Namespace) -> Profile:
-    """The profile the arguments describe, with whole epochs (no cap on batches per epoch)."""
+    """The profile the arguments describe, with whole epochs (no cap on batches per epoch);
+    batch, learning rate and steps not given are notebook 07's recipe, as notebook 08 runs it."""
+    recipe = select_profile(args.profile, accelerator=args.accelerator)
     profile = select_profile(args.profile, num_images=args.num_images,
                              image_size=args.image_size, encoder=args.encoder,
                              precision=args.precision, accelerator=args.accelerator,
-                             batch_size=args.batch_size, lr=args.lr, max_steps=args.max_steps,
+                             batch_size=args.batch_size or recipe.ddp_batch_size,
+                             lr=args.lr or recipe.fast_lr,
+                             max_steps=args.max_steps or recipe.ddp_max_steps,
                              warmup_steps=args.warmup_steps, compile_model=args.compile,
                              val_every_n_epochs=args.val_every_n_epochs)
     return dataclasses.replace(profile, max_train_batches=None, max_valid_batches=None)
