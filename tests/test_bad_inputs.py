@@ -187,11 +187,15 @@ def test_a_zip_or_a_file_as_data_root_says_what_it_is(dataset, tmp_path):
         _prepare(text, tmp_path)
 
 
-def test_a_negative_seed_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+@pytest.mark.parametrize("seed", ["-1", "-1e3", "1.5"])
+def test_a_seed_of_the_wrong_sign_or_kind_is_refused_before_anything_is_written(
+        tmp_path, monkeypatch, capsys, seed):
     monkeypatch.setenv("NAILSEG_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.delenv("NAILSEG_DATA_ROOT", raising=False)
-    with pytest.raises(SystemExit, match=r"error: seed must be a whole number >= 0 .* got -1"):
-        main(["--profile", "smoke", "--seed", "-1"])
+    with pytest.raises(SystemExit) as stop:
+        prepare.main(["--profile", "smoke", "--seed", seed])
+    assert stop.value.code == 2
+    assert f"error: --seed {seed}: " in capsys.readouterr().err
     with pytest.raises(DataError, match="seed must be a whole number"):
         ensure_prepared(select_profile("smoke"), seed=1.5, progress=False)
     assert not (tmp_path / "data").exists()

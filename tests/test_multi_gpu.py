@@ -258,3 +258,16 @@ def test_one_device_runs_under_ddp_only_when_asked(capsys):
     assert options["devices"] == 1 and isinstance(options["strategy"], DDPStrategy)
     assert "for --devices 1" in refusal(capsys, ["--profile", "smoke", "--devices", "2",
                                                  "--ddp-on-one-device"])
+
+
+@pytest.mark.parametrize("option, message", [
+    (["--lr", "-1e-3"], "--lr -0.001: choose a peak learning rate between 0 and 1"),
+    (["--batch-size", "0"], "--batch-size 0: give 1 or more images per device"),
+    (["--devices", "1.5"], "--devices 1.5: not a whole number; give 1 or more."),
+    (["--image-size", "100"], "--image-size 100: the U-Net needs a positive multiple of 32"),
+    (["--target-iou", "86"], "--target-iou 86.0: choose a hard IoU above 0 and at most 1"),
+    (["--val-every-n-epochs", "0"], "--val-every-n-epochs 0: give 1 or more epochs."),
+    (["--seed", "-1"], "--seed -1: give a whole number from 0 to 4294967295."),
+    (["--warmup-steps", "many"], "--warmup-steps many: not a whole number; give 0 or more")])
+def test_a_wrong_number_exits_2_naming_the_option(capsys, option, message):
+    assert message in refusal(capsys, ["--profile", "smoke", *option])

@@ -8,22 +8,38 @@ from __future__ import annotations
 import argparse
 import sys
 
-from nailseg_common.commands.command_line import run_command, starting
+from nailseg_common.commands.command_line import (
+    check_numbers,
+    joined_numbers,
+    run_command,
+    starting,
+)
 
 with starting(__name__):  # Ctrl-C during these imports: one line (see command_line)
     from nailseg_common.data.preparation import STOPPED, ensure_prepared, summary
     from nailseg_common.setup.profiles import select_profile
 
 
+NUMBERS = {"--seed": (int, lambda seed: 0 <= seed < 2**32,
+                      "give a whole number from 0 to 4294967295, e.g. 0.")}
+"""The numeric option, its rule, and the fix of a value that breaks it."""
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="nailseg-prepare", description=__doc__.splitlines()[0])
+    """The command line; a ``--seed`` of the wrong kind or sign exits 2 naming it."""
+    parser = argparse.ArgumentParser(
+        prog="nailseg-prepare",
+        description="Generate the synthetic set if needed and prepare a dataset (the CSVs and "
+                    "npy files the notebooks read), as notebook 01 does.")
     parser.add_argument("--profile", default="", help="smoke, cpu or gpu (default: "
                         "$NAILSEG_PROFILE, else chosen from the hardware)")
     parser.add_argument("--data-root", default="", help="a real dataset (Images/1..4, "
                         "Masks/1..4, or flat Images/, Masks/); default: $NAILSEG_DATA_ROOT, else "
                         "the synthetic set")
-    parser.add_argument("--seed", type=int, default=0, help="the split's seed")
-    return parser.parse_args(argv)
+    parser.add_argument("--seed", default=0, help="the split's seed (default 0)")
+    args = parser.parse_args(joined_numbers(argv, tuple(NUMBERS)))
+    check_numbers(parser, args, NUMBERS)
+    return args
 
 
 def prepare(args: argparse.Namespace) -> int:

@@ -25,10 +25,33 @@ from pathlib import Path
 
 import torch
 
+from nailseg_common.commands.command_line import check_numbers, joined_numbers
 from nailseg_common.setup.dali import dali_available, dali_status
 from nailseg_common.setup.paths import REPO_ROOT
 from nailseg_common.setup.profiles import Profile, select_profile
 from nailseg_common.training.multi_gpu import run
+
+
+def _whole(low: int):
+    return lambda value: value >= low
+
+
+NUMBERS = {
+    "--num-images": (int, _whole(1), "give the number of synthetic images, e.g. 1200."),
+    "--image-size": (int, lambda side: side > 0 and side % 32 == 0,
+                     "the U-Net needs a positive multiple of 32, e.g. 384."),
+    "--devices": (int, _whole(1), "give 1 or more."),
+    "--batch-size": (int, _whole(1), "give 1 or more images per device, e.g. 60."),
+    "--lr": (float, lambda lr: 0 < lr < 1, "choose a peak learning rate between 0 and 1, e.g. 2e-3."),
+    "--warmup-steps": (int, _whole(0), "give 0 or more steps."),
+    "--max-steps": (int, _whole(1), "a run needs at least 1 step, e.g. 1500."),
+    "--target-iou": (float, lambda iou: 0 < iou <= 1, "choose a hard IoU above 0 and at most 1, e.g. 0.86."),
+    "--val-every-n-epochs": (int, _whole(1), "give 1 or more epochs."),
+    "--bucket-cap-mb": (float, lambda size: size > 0, "give a size above 0 (PyTorch's is 25)."),
+    "--profile-epoch": (int, _whole(0), "give an epoch, 0 or more."),
+    "--seed": (int, lambda seed: 0 <= seed < 2**32, "give a whole number from 0 to 4294967295."),
+}
+"""The numeric options: what they are, their rule, and the fix of a value that breaks it."""
 
 
 def argument_parser() -> argparse.ArgumentParser:
@@ -40,27 +63,27 @@ def argument_parser() -> argparse.ArgumentParser:
     add("--profile", default="", help="smoke, cpu or gpu (default: $NAILSEG_PROFILE, else "
         "from the hardware)")
     add("--data-root", default="", help="a real dataset (default: the synthetic set)")
-    add("--num-images", type=int, help="size of the synthetic set")
-    add("--image-size", type=int, help="side of the square images the model sees")
+    add("--num-images", help="size of the synthetic set")
+    add("--image-size", help="side of the square images the model sees")
     add("--encoder", help="smp encoder name")
     add("--precision", help='Lightning precision, e.g. "bf16-mixed"')
-    add("--devices", type=int, default=1, help="processes, one per device: GPUs, or CPU "
+    add("--devices", default="1", help="processes, one per device: GPUs, or CPU "
         "processes talking through gloo")
     add("--accelerator", choices=("cpu", "gpu"), help="default: the profile's")
-    add("--batch-size", type=int, help="per device: a step trains on devices × batch images "
+    add("--batch-size", help="per device: a step trains on devices × batch images "
         "(default: the profile's ddp_batch_size, notebook 07's batch)")
-    add("--lr", type=float, help="peak learning rate, used as given for any number of devices "
+    add("--lr", help="peak learning rate, used as given for any number of devices "
         "(default: the profile's fast_lr, notebook 07's)")
-    add("--warmup-steps", type=int, help="linear warm-up steps before the cosine decay "
+    add("--warmup-steps", help="linear warm-up steps before the cosine decay "
         "(default: the profile's)")
-    add("--max-steps", type=int, help="optimizer steps of the schedule and of the run "
+    add("--max-steps", help="optimizer steps of the schedule and of the run "
         "(default: the profile's ddp_max_steps)")
-    add("--target-iou", type=float, default=0.85, help="stop at the first validation with "
+    add("--target-iou", default="0.85", help="stop at the first validation with "
         "hard IoU at least this")
-    add("--val-every-n-epochs", type=int, help="validate every n epochs (default: the profile's)")
+    add("--val-every-n-epochs", help="validate every n epochs (default: the profile's)")
     add("--compile", action=argparse.BooleanOptionalAction, help="torch.compile the U-Net; the "
         "loss stays eager (default: the profile's compile_model)")
-    add("--bucket-cap-mb", type=float, help="DDP's gradient bucket size in MiB; a compiled "
+    add("--bucket-cap-mb", help="DDP's gradient bucket size in MiB; a compiled "
         "model's graph is split at bucket boundaries (default: PyTorch's, 25)")
     add("--static-graph", action=argparse.BooleanOptionalAction, default=False, help="tell DDP "
         "that every step uses the same parameters in the same order, so it can plan the "
@@ -72,10 +95,10 @@ def argument_parser() -> argparse.ArgumentParser:
         "--devices 1, DDP's own cost per step without a second GPU")
     add("--record-samples", action="store_true", help="record every training sample's file "
         "and check that each epoch covers the training set once")
-    add("--profile-epoch", type=int, help="profile a few training steps of this epoch on rank 0 "
+    add("--profile-epoch", help="profile a few training steps of this epoch on rank 0 "
         "(default: no profile)")
     add("--validate", metavar="CKPT", help="validate this checkpoint instead of training")
-    add("--seed", type=int, default=42, help="model initialisation and augmentation")
+    add("--seed", default="42", help="model initialisation and augmentation")
     add("--run-name", default="", help="logs and checkpoint go to runs/<profile>/<run name> "
         "(default: ddp_<devices>)")
     add("--out", default="", help="results as JSON, written by rank 0 (default: "
@@ -102,8 +125,6 @@ def argument_problem(args: argparse.Namespace, profile: Profile) -> str | None:
     """What is wrong with the arguments, and how to fix it; None when nothing is."""
     if not dali_available():
         return dali_status()
-    if args.devices < 1:
-        return f"--devices {args.devices}: give 1 or more."
     if args.gradient_as_bucket_view and profile.accelerator == "gpu":
         return ("--gradient-as-bucket-view: a GPU run steps with AdamW's fused kernel, which "
                 "refuses gradients that are views into DDP's buckets (\"must have same dtype, "
@@ -114,8 +135,6 @@ def argument_problem(args: argparse.Namespace, profile: Profile) -> str | None:
                 f"--devices {gpus} or fewer (check CUDA_VISIBLE_DEVICES), or --accelerator cpu.")
     if args.ddp_on_one_device and args.devices > 1:
         return f"--ddp-on-one-device is for --devices 1; {args.devices} devices use DDP anyway."
-    if args.bucket_cap_mb is not None and args.bucket_cap_mb <= 0:
-        return f"--bucket-cap-mb {args.bucket_cap_mb}: give a size above 0 (PyTorch's is 25)."
     if args.validate and (args.record_samples or args.profile_epoch is not None):
         return ("--record-samples and --profile-epoch look at training batches: drop them "
                 "with --validate.")
@@ -127,9 +146,12 @@ def argument_problem(args: argparse.Namespace, profile: Profile) -> str | None:
 
 def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Profile]:
     """The arguments and the run's profile (which holds warm-up, compile and validation
-    interval); a problem exits with a message naming the fix."""
+    interval); a problem exits with a message naming the fix, a number of the wrong kind or
+    sign too (``--lr -1e-3`` is read as a number)."""
     parser = argument_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(joined_numbers(argv, tuple(NUMBERS)))
+    check_numbers(parser, args, NUMBERS)
     try:
         profile = run_profile(args)
     except (ValueError, RuntimeError) as error:
