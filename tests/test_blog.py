@@ -23,6 +23,7 @@ import yaml
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from nailseg_common.core import files
 from nailseg_common.setup import paths
 from tools.publishing import blog
 
@@ -224,6 +225,37 @@ def test_without_a_repository_the_post_says_so_without_a_link(tmp_path):
     body = split_post(post)[1]
     assert "the course's repository (this edition was published without its address)" in body
     assert "[the course's repository]" not in body
+
+
+def test_a_full_disk_is_named_before_anything_is_written_or_while_writing(tmp_path, monkeypatch):
+    execute([new_markdown_cell("# 01 · Alone\n\nText.")], tmp_path / "01_alone.ipynb",
+            papermill={"start_time": RAN})  # fmt: skip
+    posts, site = tmp_path / "blog/_posts", tmp_path / "site"
+    with monkeypatch.context() as patch:
+        patch.setattr(blog, "free_bytes", lambda path: 1000)
+        patch.setattr(files, "free_bytes", lambda path: 1000)
+        with pytest.raises(blog.BlogError, match=r"the disk holding .* is full \(1000 bytes "
+                                                 r"free\), and they need about \d+ bytes"):
+            blog.render(tmp_path, posts, site, repo_url=REPO_URL)
+    assert not posts.exists() and not site.exists()
+
+    (post,), _ = blog.render(tmp_path, posts, site, repo_url=REPO_URL)
+    before = post.read_bytes()
+    written = []
+
+    def full_after_one(self, data):
+        if written:
+            raise OSError(28, "No space left on device")
+        written.append(self)
+        return original(self, data)
+    original = Path.write_bytes
+    monkeypatch.setattr(Path, "write_bytes", full_after_one)
+    with pytest.raises(blog.BlogError, match=r"cannot write .*: the disk holding .* is full"):
+        blog.render(tmp_path, posts, site, repo_url=REPO_URL)
+    monkeypatch.undo()
+    everything = [path for path in tmp_path.rglob("*") if path.is_file()]
+    assert not [path for path in everything if ".tmp-" in path.name]
+    assert post.read_bytes() == before  # whole: the old post, or the same post rewritten
 
 
 def test_every_image_link_resolves_and_has_alt_text(rendered):

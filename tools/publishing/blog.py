@@ -68,6 +68,13 @@ from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 from nbformat.v4 import new_markdown_cell, new_notebook
 from traitlets.config import Config
 
+from nailseg_common.core.files import (
+    FULL_BELOW,
+    disk_full,
+    free_bytes,
+    is_disk_full,
+    staged_file,
+)
 from nailseg_common.setup import paths
 from tools.publishing.export import ExportError, notebook_title
 
@@ -1137,23 +1144,45 @@ def render(
             "a local path is left (rewrite it with --replace PREFIX=TEXT):\n  " + "\n  ".join(leaks)
         )
 
-    for article in articles:
-        for stale in posts_dir.glob(f"????-??-??-{article.slug}.md"):
-            stale.unlink()
-        for stale in (assets_dir / article.slug).glob("*"):
-            stale.unlink()
-    for path, data in list(texts.items()) + list(figures.items()):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(data, str):
-            path.write_text(data, encoding="utf-8")
-        else:
-            path.write_bytes(data)
+    outputs = {path: data.encode() if isinstance(data, str) else data
+               for path, data in list(texts.items()) + list(figures.items())}
+    write_outputs(outputs, [posts_dir, assets_dir, site_dir],
+                  [stale for article in articles
+                   for stale in [*posts_dir.glob(f"????-??-??-{article.slug}.md"),
+                                 *(assets_dir / article.slug).glob("*")]])
     for warning in (w for a in articles for w in a.warnings):
         print(f"warning: {warning}", file=sys.stderr)
     if not series.get("repository"):
         print("warning: no repository to link from the posts: pass --repo-url (make blog "
               "BLOG_REPO_URL=...) or set series.yml's repository", file=sys.stderr)
     return posts, [p for p in texts if p not in posts and p not in jekyll]
+
+
+def write_outputs(outputs: dict[Path, bytes], folders: list[Path], stale: list[Path]) -> None:
+    """Write ``outputs`` once their folders' disks have room for all of them, then delete the
+    ``stale`` files they replace (an older run's posts and figures under other names). Each
+    file is written under a temporary name and renamed into place, so none is ever half
+    written; BlogError naming the folder when a disk is full or a file cannot be written."""
+    needed = sum(len(data) for data in outputs.values()) + FULL_BELOW
+    for folder in folders:
+        if free_bytes(folder) < needed:
+            raise BlogError(f"cannot write the posts: {disk_full(folder)}, and they need about "
+                            f"{needed} bytes: free some space, or pass other --posts, --site "
+                            "or --assets folders; nothing was written")
+    for path, data in outputs.items():
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with staged_file(path) as staging:
+                staging.write_bytes(data)
+        except OSError as error:
+            if is_disk_full(error):
+                raise BlogError(f"cannot write {path}: {disk_full(path.parent)}: free some "
+                                "space and render again") from None
+            raise BlogError(f"cannot write {path} ({error.strerror or error}): pass folders "
+                            "you can write") from None
+    for path in stale:
+        if path not in outputs:
+            path.unlink(missing_ok=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1188,6 +1217,10 @@ def main(argv: list[str] | None = None) -> int:
     except BlogError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("stopped (Ctrl-C): every file written is whole; run `make blog` again",
+              file=sys.stderr)
+        return 130
     print(f"{len(posts)} posts in {args.posts}, {len(pages)} pages in {args.site}")
     return 0
 
