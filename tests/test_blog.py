@@ -250,7 +250,7 @@ def test_a_full_disk_is_named_before_anything_is_written_or_while_writing(tmp_pa
         return original(self, data)
     original = Path.write_bytes
     monkeypatch.setattr(Path, "write_bytes", full_after_one)
-    with pytest.raises(blog.BlogError, match=r"cannot write .*: the disk holding .* is full"):
+    with pytest.raises(blog.BlogError, match=r"Cannot write .*: the disk holding .* is full"):
         blog.render(tmp_path, posts, site, repo_url=REPO_URL)
     monkeypatch.undo()
     everything = [path for path in tmp_path.rglob("*") if path.is_file()]

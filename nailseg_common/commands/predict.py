@@ -32,6 +32,7 @@ Otherwise 0 (files that are not photos, such as notes, are named but are no fail
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from pathlib import Path
@@ -55,7 +56,7 @@ with starting(__name__):  # Ctrl-C during these imports: one line (see command_l
     from torch import nn
 
     from nailseg_common.core.errors import DataError
-    from nailseg_common.core.files import disk_full, is_disk_full, remove_stale_staging, staged_file
+    from nailseg_common.core.files import remove_stale_staging, write_whole
     from nailseg_common.data.images import read_rgb
     from nailseg_common.data.preparation import IMAGE_SUFFIXES
     from nailseg_common.pipelines.albumentations_pipeline import valid_transform
@@ -195,16 +196,9 @@ def write_outputs(photo: np.ndarray, mask: np.ndarray, paths: tuple[Path, Path])
     for path, image, options in ((mask_path, Image.fromarray(mask), {"format": "PNG"}),
                                  (overlay_path, Image.fromarray(overlay(photo, mask)),
                                   {"format": "JPEG", "quality": 90})):
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with staged_file(path) as staging:
-                image.save(staging, **options)
-        except OSError as error:
-            if is_disk_full(error):
-                raise DataError(f"Cannot write {path}: {disk_full(path.parent)}: free some "
-                                "space, or pass an OUT folder on another disk.") from None
-            raise DataError(f"Cannot write {path} ({error.strerror or error}): "
-                            "pass an OUT folder you can write.") from None
+        write_whole(path, functools.partial(image.save, **options),
+                    ("free some space, or pass an OUT folder on another disk.",
+                     "pass an OUT folder you can write."))
 
 
 NUMBERS = {"--image-size": (int, lambda side: side > 0 and side % 32 == 0,

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from nailseg_common.core.errors import DataError
+
 
 def _alive(pid: int) -> bool:
     """Whether process ``pid`` exists (it may be another user's)."""
@@ -145,6 +147,20 @@ def staged_file(target: Path) -> Iterator[Path]:
         raise
     finally:
         staging.unlink(missing_ok=True)
+
+
+def write_whole(path: Path, write: Callable[[Path], None], fixes: tuple[str, str]) -> None:
+    """``write(staging)`` a file that lands at ``path`` whole (:func:`staged_file`, folders
+    made). A failed write is a DataError naming ``path``: a full disk as such, ending with
+    ``fixes[0]``; any other failure with its reason, ending with ``fixes[1]``."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with staged_file(path) as staging:
+            write(staging)
+    except OSError as error:
+        if is_disk_full(error):
+            raise DataError(f"Cannot write {path}: {disk_full(path.parent)}: {fixes[0]}") from None
+        raise DataError(f"Cannot write {path} ({error.strerror or error}): {fixes[1]}") from None
 
 
 def write_json(path: str | os.PathLike, data: dict, default: Callable | None = None) -> Path:

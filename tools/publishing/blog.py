@@ -68,13 +68,8 @@ from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 from nbformat.v4 import new_markdown_cell, new_notebook
 from traitlets.config import Config
 
-from nailseg_common.core.files import (
-    FULL_BELOW,
-    disk_full,
-    free_bytes,
-    is_disk_full,
-    staged_file,
-)
+from nailseg_common.core.errors import DataError
+from nailseg_common.core.files import FULL_BELOW, disk_full, free_bytes, write_whole
 from nailseg_common.setup import paths
 from tools.publishing.export import ExportError, notebook_title
 
@@ -1171,15 +1166,10 @@ def write_outputs(outputs: dict[Path, bytes], folders: list[Path], stale: list[P
                             "or --assets folders; nothing was written")
     for path, data in outputs.items():
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with staged_file(path) as staging:
-                staging.write_bytes(data)
-        except OSError as error:
-            if is_disk_full(error):
-                raise BlogError(f"cannot write {path}: {disk_full(path.parent)}: free some "
-                                "space and render again") from None
-            raise BlogError(f"cannot write {path} ({error.strerror or error}): pass folders "
-                            "you can write") from None
+            write_whole(path, functools.partial(Path.write_bytes, data=data),
+                        ("free some space and render again", "pass folders you can write"))
+        except DataError as error:
+            raise BlogError(str(error)) from None
     for path in stale:
         if path not in outputs:
             path.unlink(missing_ok=True)
