@@ -88,6 +88,17 @@ def _is_number(text: str) -> bool:
     return True
 
 
+IMAGE_SIDE = (int, lambda side: side > 0 and side % 32 == 0,
+              "the U-Net needs a positive multiple of 32, e.g. 160.")
+SEED = (int, lambda seed: 0 <= seed < 2**32, "give a whole number from 0 to 4294967295.")
+"""Rules of :func:`check_numbers` that several commands share: an image side, a seed."""
+
+
+def at_least(low: int, fix: str) -> tuple[type, Callable[[float], bool], str]:
+    """The rule of a whole number ``low`` or more."""
+    return int, lambda value: value >= low, fix
+
+
 def check_numbers(parser: argparse.ArgumentParser, args: argparse.Namespace,
                   rules: dict[str, tuple[type, Callable[[float], bool], str]]) -> None:
     """Each option of ``rules`` (``{"--lr": (float, rule, fix)}``) given as text converted in

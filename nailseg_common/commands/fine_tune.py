@@ -36,6 +36,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from nailseg_common.commands.command_line import (
+    IMAGE_SIDE,
+    at_least,
     check_numbers,
     choose_device,
     create_out,
@@ -53,6 +55,7 @@ with starting(__name__):  # Ctrl-C during these imports: one line (see command_l
     from nailseg_common.core.errors import DataError
     from nailseg_common.core.files import (
         as_disk_full,
+        discard,
         disk_full,
         free_bytes,
         is_disk_full,
@@ -109,12 +112,10 @@ STOPPED = (f"stopped (Ctrl-C): nothing half-written was kept ({MODEL}, {SCORES} 
 
 
 NUMBERS = {
-    "--steps": (int, lambda steps: steps >= 1, "a run needs at least 1 step, e.g. 50."),
+    "--steps": at_least(1, "a run needs at least 1 step, e.g. 50."),
     "--lr": (float, lambda lr: 0 < lr < 1, "choose a peak learning rate between 0 and 1, e.g. 1e-3."),
-    "--image-size": (int, lambda side: side > 0 and side % 32 == 0,
-                     "the U-Net needs a positive multiple of 32, e.g. 160."),
-    "--folds": (int, lambda folds: folds >= 2,
-                "choose 2 or more (each fold holds out some photos)."),
+    "--image-size": IMAGE_SIDE,
+    "--folds": at_least(2, "choose 2 or more (each fold holds out some photos)."),
 }
 """The numeric options: what they are, their rule, and the fix of a value that breaks it."""
 
@@ -321,10 +322,7 @@ def write_outputs(out: Path, scores: pd.DataFrame, run: dict, model: LitNailSegm
     written, nothing of them left behind."""
     for name in (*OUTPUTS, STAGING):  # staging of killed runs, theirs or an older version's
         for left in stale_staging(out / name):
-            if left.is_dir():
-                shutil.rmtree(left)
-            else:
-                left.unlink(missing_ok=True)
+            discard(left)
     staging = out / f".{STAGING}.tmp-{os.getpid()}"
     try:
         staging.mkdir()

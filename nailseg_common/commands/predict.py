@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from nailseg_common.commands.command_line import (
+    IMAGE_SIDE,
     check_numbers,
     choose_device,
     create_out,
@@ -201,8 +202,7 @@ def write_outputs(photo: np.ndarray, mask: np.ndarray, paths: tuple[Path, Path])
                      "pass an OUT folder you can write."))
 
 
-NUMBERS = {"--image-size": (int, lambda side: side > 0 and side % 32 == 0,
-                            "the U-Net needs a positive multiple of 32, e.g. 160.")}
+NUMBERS = {"--image-size": IMAGE_SIDE}
 """The numeric option, its rule, and the fix of a value that breaks it."""
 
 

@@ -9,6 +9,7 @@ import argparse
 import sys
 
 from nailseg_common.commands.command_line import (
+    SEED,
     check_numbers,
     joined_numbers,
     run_command,
@@ -20,8 +21,7 @@ with starting(__name__):  # Ctrl-C during these imports: one line (see command_l
     from nailseg_common.setup.profiles import select_profile
 
 
-NUMBERS = {"--seed": (int, lambda seed: 0 <= seed < 2**32,
-                      "give a whole number from 0 to 4294967295, e.g. 0.")}
+NUMBERS = {"--seed": SEED}
 """The numeric option, its rule, and the fix of a value that breaks it."""
 
 

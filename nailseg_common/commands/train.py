@@ -25,31 +25,31 @@ from pathlib import Path
 
 import torch
 
-from nailseg_common.commands.command_line import check_numbers, joined_numbers
+from nailseg_common.commands.command_line import (
+    IMAGE_SIDE,
+    SEED,
+    at_least,
+    check_numbers,
+    joined_numbers,
+)
 from nailseg_common.setup.dali import dali_available, dali_status
 from nailseg_common.setup.paths import REPO_ROOT
 from nailseg_common.setup.profiles import Profile, select_profile
 from nailseg_common.training.multi_gpu import run
 
-
-def _whole(low: int):
-    return lambda value: value >= low
-
-
 NUMBERS = {
-    "--num-images": (int, _whole(1), "give the number of synthetic images, e.g. 1200."),
-    "--image-size": (int, lambda side: side > 0 and side % 32 == 0,
-                     "the U-Net needs a positive multiple of 32, e.g. 384."),
-    "--devices": (int, _whole(1), "give 1 or more."),
-    "--batch-size": (int, _whole(1), "give 1 or more images per device, e.g. 60."),
+    "--num-images": at_least(1, "give the number of synthetic images, e.g. 1200."),
+    "--image-size": IMAGE_SIDE,
+    "--devices": at_least(1, "give 1 or more."),
+    "--batch-size": at_least(1, "give 1 or more images per device, e.g. 60."),
     "--lr": (float, lambda lr: 0 < lr < 1, "choose a peak learning rate between 0 and 1, e.g. 2e-3."),
-    "--warmup-steps": (int, _whole(0), "give 0 or more steps."),
-    "--max-steps": (int, _whole(1), "a run needs at least 1 step, e.g. 1500."),
+    "--warmup-steps": at_least(0, "give 0 or more steps."),
+    "--max-steps": at_least(1, "a run needs at least 1 step, e.g. 1500."),
     "--target-iou": (float, lambda iou: 0 < iou <= 1, "choose a hard IoU above 0 and at most 1, e.g. 0.86."),
-    "--val-every-n-epochs": (int, _whole(1), "give 1 or more epochs."),
+    "--val-every-n-epochs": at_least(1, "give 1 or more epochs."),
     "--bucket-cap-mb": (float, lambda size: size > 0, "give a size above 0 (PyTorch's is 25)."),
-    "--profile-epoch": (int, _whole(0), "give an epoch, 0 or more."),
-    "--seed": (int, lambda seed: 0 <= seed < 2**32, "give a whole number from 0 to 4294967295."),
+    "--profile-epoch": at_least(0, "give an epoch, 0 or more."),
+    "--seed": SEED,
 }
 """The numeric options: what they are, their rule, and the fix of a value that breaks it."""
 
@@ -109,16 +109,15 @@ def argument_parser() -> argparse.ArgumentParser:
 def run_profile(args: argparse.Namespace) -> Profile:
     """The profile the arguments describe, with whole epochs (no cap on batches per epoch);
     batch, learning rate and steps not given are notebook 07's recipe, as notebook 08 runs it."""
-    recipe = select_profile(args.profile, accelerator=args.accelerator)
     profile = select_profile(args.profile, num_images=args.num_images,
                              image_size=args.image_size, encoder=args.encoder,
                              precision=args.precision, accelerator=args.accelerator,
-                             batch_size=args.batch_size or recipe.ddp_batch_size,
-                             lr=args.lr or recipe.fast_lr,
-                             max_steps=args.max_steps or recipe.ddp_max_steps,
                              warmup_steps=args.warmup_steps, compile_model=args.compile,
                              val_every_n_epochs=args.val_every_n_epochs)
-    return dataclasses.replace(profile, max_train_batches=None, max_valid_batches=None)
+    return dataclasses.replace(profile, batch_size=args.batch_size or profile.ddp_batch_size,
+                               lr=args.lr or profile.fast_lr,
+                               max_steps=args.max_steps or profile.ddp_max_steps,
+                               max_train_batches=None, max_valid_batches=None)
 
 
 def argument_problem(args: argparse.Namespace, profile: Profile) -> str | None:

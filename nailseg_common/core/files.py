@@ -34,31 +34,39 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def stale_staging(target: Path) -> list[Path]:
-    """``target``'s staging folders (``.<name>.tmp-<pid>``, ``.old-<pid>``) left by runs that
-    were killed: their process is dead, or is this one (then not in use once the lock is held)."""
-    if not target.parent.is_dir():
-        return []
-    pattern = re.compile(rf"\.{re.escape(target.name)}\.(tmp|old)-(\d+)")
-    matches = [(entry, pattern.fullmatch(entry.name)) for entry in target.parent.iterdir()]
-    return [entry for entry, match in matches
-            if match and (int(match[2]) == os.getpid() or not _alive(int(match[2])))]
-
-
-STAGED = re.compile(r"\..+\.(tmp|old)-(\d+)")
+STAGED = re.compile(r"\.(.+)\.(tmp|old)-(\d+)")
 """The name of a staged file or folder: ``.<name>.tmp-<pid>`` or ``.<name>.old-<pid>``."""
 
 
+def _left_behind(entry: Path, name: str | None = None) -> bool:
+    """``entry`` is a staged file or folder (of ``name``, when given) that a killed run left:
+    its process is dead, or is this one (then not in use once the lock is held)."""
+    match = STAGED.fullmatch(entry.name)
+    if match is None or name not in (None, match[1]):
+        return False
+    return int(match[3]) == os.getpid() or not _alive(int(match[3]))
+
+
+def stale_staging(target: Path) -> list[Path]:
+    """``target``'s staged files and folders (``.<name>.tmp-<pid>``, ``.old-<pid>``) left by
+    runs that were killed."""
+    if not target.parent.is_dir():
+        return []
+    return [entry for entry in target.parent.iterdir() if _left_behind(entry, target.name)]
+
+
+def discard(path: Path) -> None:
+    """Delete ``path``, a file or a folder, if it is there."""
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
 def remove_stale_staging(folder: Path) -> None:
-    """Delete what runs killed while writing into ``folder`` (its sub-folders too) left: the
-    staged files and folders of processes that no longer exist."""
-    for entry in folder.rglob(".*"):
-        match = STAGED.fullmatch(entry.name)
-        if match and not _alive(int(match[2])):
-            if entry.is_dir():
-                shutil.rmtree(entry, ignore_errors=True)
-            else:
-                entry.unlink(missing_ok=True)
+    """Delete what runs killed while writing into ``folder`` (its sub-folders too) left."""
+    for entry in [entry for entry in folder.rglob(".*") if _left_behind(entry)]:
+        discard(entry)
 
 
 @contextlib.contextmanager
@@ -69,7 +77,7 @@ def folder_lock(target: Path) -> Iterator[None]:
     target.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(target.parent / f".{target.name}.lock"):
         for folder in stale_staging(target):
-            shutil.rmtree(folder, ignore_errors=True)
+            discard(folder)
         yield
 
 
