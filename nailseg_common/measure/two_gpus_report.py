@@ -41,10 +41,12 @@ def read_record(path: Path) -> dict | None:
 
 
 def describe(record: dict, label: str) -> None:
-    """Where a record comes from: date, devices, Python and library versions."""
+    """Where a record comes from: date, devices, the encoder trained, Python and library
+    versions."""
     versions = ", ".join(f"{name} {version}" for name, version in record["versions"].items())
+    encoders = sorted({run["config"]["profile"]["encoder"] for run in record["runs"].values()})
     print(f"{label}: {record['date']}, {record['devices'][0]} × {len(record['devices'])}, "
-          f"Python {record['python']}; {versions}")
+          f"encoder {', '.join(encoders)}, Python {record['python']}; {versions}")
 
 
 def devices_table(record: dict) -> pd.DataFrame:
