@@ -24,10 +24,18 @@ help:  ## list the targets
 
 env: $(ENV_STAMP)  ## create the virtual environment (idempotent)
 
-# Rebuilt only when the pins change; a second run costs nothing.
+# Rebuilt only when the pins change; a second run costs nothing. uv (pinned, installed with
+# pip) installs the stack in parallel from its cache: 7 s against pip's 187 s on 2 cores with
+# both caches filled (lab/make_course). Where uv cannot be had, pip installs the same pins.
+UV_VERSION := 0.13.8
 $(ENV_STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@if $(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION); then \
+	  $(VENV)/bin/uv pip install --quiet --python $(PY) -e '.[dev]'; \
+	else \
+	  echo "uv $(UV_VERSION) could not be installed: pip installs the environment (a few minutes)"; \
+	  $(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'; \
+	fi
 	@touch $@
 
 course: env data notebooks blog  ## the main job: environment, data, every notebook executed here, the site rendered

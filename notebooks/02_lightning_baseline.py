@@ -595,12 +595,14 @@ print(f"{cfg.encoder} U-Net: {sum(p.numel() for p in model.parameters()) / 1e6:.
 # ## 3. The `Trainer`
 #
 # `make_trainer` configures the Trainer from the profile: accelerator, precision
-# (`bf16-mixed` on the GPU), the step budget, how many batches an epoch may take, and
-# cuDNN's kernel search for the fixed input size, and how often to validate
-# (`val_every_n_epochs`: every epoch on a CPU, every third in the `gpu` profile, whose
-# validations and checkpoints would otherwise take a third of the run). TF32 for the float32
-# matrix products on a GPU is no Trainer option but a process-wide torch setting: `start`
-# set it at the top, from the profile. What every course run logs is plumbing,
+# (`bf16-mixed` on the GPU), the step budget, how many batches an epoch may take, and how
+# often to validate (`val_every_n_epochs`: every epoch on a CPU, every third in the `gpu`
+# profile, whose validations and checkpoints would otherwise take a third of the run). TF32
+# for the float32 matrix products on a GPU is no Trainer option but a process-wide torch
+# setting: `start` set it at the top, from the profile. cuDNN's kernel search
+# (`benchmark=True`) stays off: it would compile and time several candidate kernels for each
+# new input shape, which on this U-Net makes the first step several times longer and no
+# later step faster. What every course run logs is plumbing,
 # `nailseg_common.training.run_logs.course_logging`: a checkpoint (full state: weights,
 # optimizer and schedule) at each new best validation Dice, an `EpochClock` that logs each
 # epoch's wall time (`epoch_s`), about ten progress lines per training and a CSV log under
@@ -625,7 +627,7 @@ def make_trainer(profile: Profile, run_name: str, **overrides) -> pl.Trainer:
         "max_steps": profile.max_steps, "check_val_every_n_epoch": profile.val_every_n_epochs,
         "limit_train_batches": profile.max_train_batches or 1.0, "max_epochs": -1,
         "limit_val_batches": profile.max_valid_batches or 1.0,
-        "benchmark": profile.accelerator == "gpu",  # fixed input size: let cuDNN pick kernels
+        "benchmark": False,  # cuDNN's kernel search: a slower first step, no faster later one
         **overrides})  # what the caller sets wins
 
 

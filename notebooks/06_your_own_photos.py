@@ -292,9 +292,7 @@ print(f"{len(frame)} photos in {len(fold_sets)} folds (folds={folds}, at most on
 #   own seed and `KorniaAugmentation(seed=...)`;
 # - **validation at the same steps**, a few times (`validations`), for the curves;
 # - **no checkpoints**: the held-out photos are what the runs are scored on, so picking each
-#   run's best validation would flatter every start. Each run keeps its final weights;
-# - **no cuDNN kernel search** (`benchmark=False`): on runs this short the search costs more
-#   than the kernels it finds save.
+#   run's best validation would flatter every start. Each run keeps its final weights.
 
 # %%
 #| export training.fine_tuning
@@ -423,8 +421,7 @@ def fine_tune(model: LitNailSegmentation, datamodule: PhotosOnDevice, profile: P
     trainer = make_trainer(profile, run_name, max_steps=steps, enable_checkpointing=False,
                            callbacks=callbacks + ([GraphedUNet()] if cuda_graphs else []),
                            val_check_interval=max(1, steps // validations),
-                           check_val_every_n_epoch=None,  # every N steps of the one epoch
-                           benchmark=False)  # short runs: cuDNN's kernel search does not pay
+                           check_val_every_n_epoch=None)  # every N steps of the one epoch
     trainer.fit(model, datamodule=datamodule)
     return trainer
 
@@ -751,9 +748,9 @@ plt.show()
 #   model the course ships, and its encoder decides the encoder of every start, so the
 #   starts differ only in their weights.
 # - Fair and fast fine-tuning: the same steps, seed, batches and augmentations for every
-#   start, the photos held on the device as uint8, one long epoch, AdamW's fused kernel, no
-#   kernel search and, on a GPU, the U-Net's forward and backward replayed as CUDA graphs;
-#   each run scored with its final weights.
+#   start, the photos held on the device as uint8, one long epoch, AdamW's fused kernel
+#   and, on a GPU, the U-Net's forward and backward replayed as CUDA graphs; each run
+#   scored with its final weights.
 # - k-fold cross-validation scores every photo once, by a model that never saw it: a mean
 #   with its standard error per start, and a paired gain with its own that says whether one
 #   start really beats another. The learning curve says whether more photos would help.

@@ -202,3 +202,12 @@ def test_run_summary_counts_training_epochs_and_takes_the_last_validation():
     summary = run_logs.run_summary(metrics)
     assert summary["epochs"] == 3 and summary["val_dice"] == 0.75 and summary["val_iou"] == 0.6
     assert summary["s / epoch"] == 2.1  # median of epochs 1 and 2, the first left out
+
+
+def test_the_trainer_leaves_cudnns_kernel_search_off(tmp_path, monkeypatch):
+    """The search compiles and times candidate kernels at each new shape: a 45 s first step
+    against 9 s on an H200, no faster step after it (lab/first_steps)."""
+    monkeypatch.setenv("NAILSEG_RUNS_DIR", str(tmp_path))
+    monkeypatch.setattr(trainer_module.pl, "Trainer", lambda **options: options)
+    for profile in PROFILES.values():
+        assert make_trainer(profile, "search")["benchmark"] is False

@@ -161,8 +161,7 @@ def fine_tune(model: LitNailSegmentation, datamodule: PhotosOnDevice, profile: P
     trainer = make_trainer(profile, run_name, max_steps=steps, enable_checkpointing=False,
                            callbacks=callbacks + ([GraphedUNet()] if cuda_graphs else []),
                            val_check_interval=max(1, steps // validations),
-                           check_val_every_n_epoch=None,  # every N steps of the one epoch
-                           benchmark=False)  # short runs: cuDNN's kernel search does not pay
+                           check_val_every_n_epoch=None)  # every N steps of the one epoch
     trainer.fit(model, datamodule=datamodule)
     return trainer
 

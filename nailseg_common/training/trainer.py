@@ -22,7 +22,7 @@ def make_trainer(profile: Profile, run_name: str, **overrides) -> pl.Trainer:
         "max_steps": profile.max_steps, "check_val_every_n_epoch": profile.val_every_n_epochs,
         "limit_train_batches": profile.max_train_batches or 1.0, "max_epochs": -1,
         "limit_val_batches": profile.max_valid_batches or 1.0,
-        "benchmark": profile.accelerator == "gpu",  # fixed input size: let cuDNN pick kernels
+        "benchmark": False,  # cuDNN's kernel search: a slower first step, no faster later one
         **overrides})  # what the caller sets wins
 
 
