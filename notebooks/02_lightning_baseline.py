@@ -773,6 +773,7 @@ def outline_levels(labels: torch.Tensor) -> pd.DataFrame:
 
 # %%
 valid_labels = torch.stack([datamodule.valid_set[i]["label"] for i in range(len(datamodule.valid_set))])
+valid_labels = valid_labels.to(cfg.device)  # the max-pools run where the model runs
 levels = outline_levels(valid_labels)  # mean hard Dice against the true masks:
 levels.mean().to_frame(f"{len(levels)} validation masks at {cfg.image_size} px").T.round(3)
 

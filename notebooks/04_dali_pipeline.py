@@ -760,6 +760,7 @@ if HAVE_DALI:
 #    compare the training rate against the bound and the disk space with the `.npy` files.
 # 4. Drop the last training batch differently: train with `LastBatchPolicy.PARTIAL` instead of
 #    `DROP` and look at what the last, smaller batch does to the step time and to the loss
-#    curve (and why `torch.backends.cudnn.benchmark` cares about one more input shape).
+#    curve (and why cuDNN's kernel search, off in the course's Trainer, would cost more with
+#    one more input shape).
 # 5. Try `prefetch_queue_depth` 1, 2 and 3 and `num_threads` 1 to 8 in `build_pipeline`: which
 #    one moves the training rate's ratio to the bound?

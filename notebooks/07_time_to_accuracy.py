@@ -328,12 +328,12 @@ if peak_measured:
 # Each row below is a bound: the whole training step (`Trainer.fit` of the model, forward,
 # loss, backward, optimizer) on batches already on the device, timed with notebook 05's
 # `measure_training` (a short warm-up, then `windows` synchronised windows: median and
-# range; the warm-up lets cuDNN pick its kernels). Each row adds one change to the row
-# above. The resident batches come from DALI where it runs, else from notebook 03's uint8
-# cache (`training_datamodule`, in `nailseg_common.measure.benchmark`, picks the pipeline).
-# The compiled model is built and compiled once, by `warm_up` (below), and `reuse` (beside
-# it) hands that same model to every later measurement, so that no measurement compiles
-# again.
+# range; the warm-up takes each new shape's one-time costs). Each row adds one change to the
+# row above. The resident batches come from DALI where it runs, else from notebook 03's
+# uint8 cache (`training_datamodule`, in `nailseg_common.measure.benchmark`, picks the
+# pipeline). The compiled model is built and compiled once, by `warm_up` (below), and
+# `reuse` (beside it) hands that same model to every later measurement, so that no
+# measurement compiles again.
 
 # %%
 def step_rate(profile, batches, make_model) -> dict:
