@@ -552,7 +552,7 @@ plt.show()
 # - **DALI, a claim:** its graph runs on its own CUDA stream with a prefetch queue, so its work
 #   is hidden behind the step. The claim holds when its training ratio is above the ratio in
 #   series by more than the spread; and its loader alone must deliver at least the bound's
-#   images/s (spread: the half-ranges of both sides' windows).
+#   images/s (spread: the course's `±` of both sides' windows, combined).
 # - **Kornia, a lesson:** its augmentation runs inside the training step, on the step's stream,
 #   in series by design. The ratio in series counts all of its loader's work, some of which
 #   (the cache's worker processes, the pinned copy) overlaps with the step; what the step

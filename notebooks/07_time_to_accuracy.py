@@ -30,8 +30,9 @@
 # %% [markdown]
 # # 07 · Time to accuracy
 #
-# Notebook 05 ended with DALI's work hidden behind notebook 02's training step: it trains
-# close to the **bound**, the same step with batches already on the GPU. What a reader wants, though, is not images per second but a good model sooner.
+# In notebook 05, DALI trained close to the **bound**, notebook 02's step with batches
+# already on the GPU. What a reader wants, though, is not images per second but a good
+# model sooner.
 # This notebook measures exactly that, **wall-clock seconds from the start of `fit` to the
 # first validation with hard IoU ≥ a level** on the synthetic validation set, and shortens it
 # one measured change at a time, each against the one before:
@@ -659,8 +660,9 @@ outline.round(3)
 # process (the last row of the ladder), with the spread of both sides' windows. Each
 # pipeline's loader is also timed alone (`alone img/s`: its batches moved to the GPU and
 # augmented there, nothing trained), which says what its own work costs. `pipeline_rates`
-# (in `nailseg_common.measure.benchmark`) does both with notebook 05's timing functions. DALI kept up with 02's step; does it with this one? Kornia and Albumentations
-# fall behind by design, the lessons of notebooks 03 and 05. The dots are the ratios to 02's
+# (in `nailseg_common.measure.benchmark`) does both with notebook 05's timing functions.
+# DALI came close to 02's step in notebook 05; does it keep up with this one? Kornia and
+# Albumentations fall behind by design, the lessons of notebooks 03 and 05. The dots are the ratios to 02's
 # step from notebook 05's committed run.
 
 # %%
