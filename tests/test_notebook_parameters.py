@@ -78,13 +78,13 @@ def test_notebook_06_fine_tunes_with_the_parameters_it_is_given(tmp_path, monkey
                   "finetune_steps": 3, "encoder": "tu-efficientnet_lite0", "finetune_lr": 0.005,
                   "precision": "bf16-mixed", "accelerator": "cpu", "max_train_batches": 2,
                   "max_valid_batches": 1, "checkpoint": "",
-                  "folds": 4, "curve_sizes": [6], "curve_folds": 2}
+                  "folds": 2, "curve_sizes": [6], "curve_folds": 2}
     report = run_with(NOTEBOOKS / "06_your_own_photos.ipynb", parameters, REPORT_06,
                       tmp_path, monkeypatch)
     assert report == {
         "photos": 20, "scored_shape": [20, 3, 32, 32], "checkpoint": str(SHIPPED_MODEL),
         "starts": ["synthetic, no fine-tuning", "random", "imagenet", "synthetic"],
         "encoder": "tu-efficientnet_lite0", "lr": 0.005, "schedule_steps": 3, "steps": [3],
-        "runs": 12, "curve": [6, 15], "batch_size": 2, "on_device": "cpu",
+        "runs": 6, "curve": [6, 10], "batch_size": 2, "on_device": "cpu",
         "precision": "bf16-mixed", "accelerator": "cpu",
     }
