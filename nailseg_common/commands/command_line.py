@@ -99,6 +99,11 @@ def at_least(low: int, fix: str) -> tuple[type, Callable[[float], bool], str]:
     return int, lambda value: value >= low, fix
 
 
+def peak_lr(example: str) -> tuple[type, Callable[[float], bool], str]:
+    """The rule of a peak learning rate: a number between 0 and 1 (``example`` in the fix)."""
+    return float, lambda lr: 0 < lr < 1, f"choose a peak learning rate between 0 and 1, e.g. {example}."
+
+
 def check_numbers(parser: argparse.ArgumentParser, args: argparse.Namespace,
                   rules: dict[str, tuple[type, Callable[[float], bool], str]]) -> None:
     """Each option of ``rules`` (``{"--lr": (float, rule, fix)}``) given as text converted in

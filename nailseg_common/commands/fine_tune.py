@@ -43,6 +43,7 @@ from nailseg_common.commands.command_line import (
     create_out,
     joined_numbers,
     lightning_ctrl_c,
+    peak_lr,
     run_command,
     starting,
 )
@@ -113,7 +114,7 @@ STOPPED = (f"stopped (Ctrl-C): nothing half-written was kept ({MODEL}, {SCORES} 
 
 NUMBERS = {
     "--steps": at_least(1, "a run needs at least 1 step, e.g. 50."),
-    "--lr": (float, lambda lr: 0 < lr < 1, "choose a peak learning rate between 0 and 1, e.g. 1e-3."),
+    "--lr": peak_lr("1e-3"),
     "--image-size": IMAGE_SIDE,
     "--folds": at_least(2, "choose 2 or more (each fold holds out some photos)."),
 }

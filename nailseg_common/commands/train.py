@@ -31,6 +31,7 @@ from nailseg_common.commands.command_line import (
     at_least,
     check_numbers,
     joined_numbers,
+    peak_lr,
 )
 from nailseg_common.setup.dali import dali_available, dali_status
 from nailseg_common.setup.paths import REPO_ROOT
@@ -42,7 +43,7 @@ NUMBERS = {
     "--image-size": IMAGE_SIDE,
     "--devices": at_least(1, "give 1 or more."),
     "--batch-size": at_least(1, "give 1 or more images per device, e.g. 60."),
-    "--lr": (float, lambda lr: 0 < lr < 1, "choose a peak learning rate between 0 and 1, e.g. 2e-3."),
+    "--lr": peak_lr("2e-3"),
     "--warmup-steps": at_least(0, "give 0 or more steps."),
     "--max-steps": at_least(1, "a run needs at least 1 step, e.g. 1500."),
     "--target-iou": (float, lambda iou: 0 < iou <= 1, "choose a hard IoU above 0 and at most 1, e.g. 0.86."),
