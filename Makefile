@@ -52,7 +52,7 @@ $(BUILD)/notebooks/%.ipynb: notebooks/%.ipynb $(ENV_STAMP)
 	$(VENV)/bin/papermill --kernel python3 --cwd notebooks --progress-bar $< $(BUILD)/partial/$(@F)
 	@mv $(BUILD)/partial/$(@F) $@
 
-# The published edition: the notebooks as executed on an H100 (gpu profile), committed in published/.
+# The published edition: the notebooks as executed on an H200 (gpu profile), committed in published/.
 # `make blog BLOG_FROM=build/notebooks` renders your own run instead.
 # BLOG_THEME is the Jekyll theme the posts are for (minima, fastpages, minimal-mistakes: their
 # post layout and the front matter it reads; docs/posts.md); BLOG_LAYOUT another layout.
@@ -69,7 +69,7 @@ export: env  ## sync each notebook with its .py copy, then write the exported ce
 	$(VENV)/bin/jupytext --sync --quiet $(NOTEBOOKS)
 	$(PY) -m tools.publishing.export
 
-# The committed reference was made on an H100 with BENCH_OUT=results/benchmark_h100.json
+# The committed reference was made on an H200 with BENCH_OUT=results/benchmark_h200.json
 # BENCH_STEPS=30: five timing windows of 30 batches (the notebooks' live runs take the
 # profile's bench_repeats and bench_steps; empty BENCH_STEPS takes the profile's too).
 BENCH_OUT ?= results/benchmark_local.json

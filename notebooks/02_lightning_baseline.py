@@ -491,7 +491,8 @@ SCORES = {"val_dice": per_image_dice, "val_iou": per_image_iou, "val_soft_dice":
 #   [0, 1], and, for training batches only, an optional `gpu_augmentation` module. That hook
 #   is where notebook 03 plugs in Kornia.
 # - `forward` scales the pixels to [-1, 1], the range the encoder saw on ImageNet, and runs
-#   the U-Net (channels-last memory on CUDA, where bf16 convolutions run faster with it).
+#   the U-Net in channels-last memory (`channels_last`), where its convolutions run faster:
+#   in bf16 on a GPU, and in float32 on this course's 2-core CPU too.
 
 # %%
 #| export training.unet
@@ -506,7 +507,7 @@ class SegmentationModel(pl.LightningModule):
 
     def __init__(self, encoder: str = "tu-efficientnet_lite0", lr: float = 1e-3, max_steps: int = 1,
                  gpu_augmentation: nn.Module | None = None, encoder_weights: str | None = "imagenet",
-                 channels_last: bool | None = None, weight_decay: float = 1e-4,
+                 channels_last: bool = True, weight_decay: float = 1e-4,
                  bce_weight: float = 1.0, dice_weight: float = 1.0):
         super().__init__()
         self.save_hyperparameters(ignore=["gpu_augmentation"])
@@ -517,13 +518,8 @@ class SegmentationModel(pl.LightningModule):
         for name in SCORES:  # the validation scores, averaged over the epoch on the device
             setattr(self, name, MeanMetric(nan_strategy="disable"))
 
-    @property
-    def uses_channels_last(self) -> bool:
-        explicit = self.hparams.channels_last
-        return self.device.type == "cuda" if explicit is None else explicit
-
     def on_fit_start(self) -> None:
-        if self.uses_channels_last:
+        if self.hparams.channels_last:
             self.model.to(memory_format=torch.channels_last)
 
     def on_after_batch_transfer(self, batch: dict, dataloader_idx: int) -> dict:
@@ -535,7 +531,7 @@ class SegmentationModel(pl.LightningModule):
     def forward(self, image: torch.Tensor) -> torch.Tensor:
         """Logits ``B×1×H×W`` for an image batch (uint8, or float in [0, 1])."""
         image = (to_unit_float(image) - self.mean) / self.std
-        if self.uses_channels_last:
+        if self.hparams.channels_last:
             image = image.contiguous(memory_format=torch.channels_last)
         return self.model(image)
 

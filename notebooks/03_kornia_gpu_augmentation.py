@@ -47,7 +47,7 @@
 #
 # Runs everywhere: without a GPU, Kornia runs on the CPU (the notebook says so) and the
 # numbers tell the CPU's story. The reference GPU numbers at the end come from `make bench`
-# on an H100.
+# on an H200.
 
 # %%
 import nailseg_common  # noqa: F401, I001  (first: it silences notices the libraries below print)
@@ -638,8 +638,8 @@ plt.show()
 # two pipelines rank: notebook 05 judges the pipelines against each other with repeated
 # windows in one run.
 #
-# The same steps on an H100 (the `gpu` profile) were measured by
-# `make bench BENCH_OUT=results/benchmark_h100.json` and committed; the cell below reads them
+# The same steps on an H200 (the `gpu` profile) were measured by
+# `make bench BENCH_OUT=results/benchmark_h200.json` and committed; the cell below reads them
 # from there (`shares_table` is table plumbing from `nailseg_common.measure.benchmark`),
 # with the device, encoder, versions and date of that run. Its U-Net may not be this run's
 # (the label names its encoder): compare its shares of the bound, not its images/s.
@@ -647,7 +647,7 @@ plt.show()
 # %%
 reference = load_results()
 if reference is None:
-    print("No committed GPU results: run `make bench BENCH_OUT=results/benchmark_h100.json` on a GPU.")
+    print("No committed GPU results: run `make bench BENCH_OUT=results/benchmark_h200.json` on a GPU.")
 else:
     print(results_label(reference))
     names = ["kornia_png_sequential", "kornia_png_fused", "kornia_cache_unpinned", "kornia"]

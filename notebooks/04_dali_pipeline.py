@@ -666,11 +666,11 @@ if HAVE_DALI and run_logs.BASELINE_LABEL in runs:
 # both runs have the same length (check the epochs column). In the `smoke` profile a couple
 # of steps say nothing about accuracy.
 #
-# ## The reference: DALI on an H100
+# ## The reference: DALI on an H200
 #
 # CPU-only DALI is a correctness mode: it runs the same graph so that CI executes this
 # notebook, not to be fast. The reference numbers come from the command-line benchmark,
-# `make bench BENCH_OUT=results/benchmark_h100.json`, run on an H100 with the `gpu` profile:
+# `make bench BENCH_OUT=results/benchmark_h200.json`, run on an H200 with the `gpu` profile:
 # every pipeline, the loader alone and the full training step, against the bound. Notebook
 # 05 explains the method and judges the pipelines with repeated windows. The committed results
 # (their label names the U-Net's encoder: where it is not this run's, read the shares of the
@@ -678,7 +678,7 @@ if HAVE_DALI and run_logs.BASELINE_LABEL in runs:
 
 # %%
 if (reference := benchmark.load_results()) is None:
-    print("No committed reference yet: run `make bench BENCH_OUT=results/benchmark_h100.json` on a GPU.")
+    print("No committed reference yet: run `make bench BENCH_OUT=results/benchmark_h200.json` on a GPU.")
 else:
     print(benchmark.results_label(reference))
     display(benchmark.summary_table(reference).round(2))

@@ -54,7 +54,7 @@
 # > **CPU or GPU?** The notebook runs everywhere. The live run measures the course's three
 # > pipelines on this machine at the profile's size (DALI where it is installed); the full
 # > sweep of worker counts and of notebook 03's intermediate steps is `make bench`, whose
-# > committed H100 results are read and plotted beside the live ones, labelled with their
+# > committed H200 results are read and plotted beside the live ones, labelled with their
 # > device, encoder, library versions and date.
 
 # %%
@@ -102,7 +102,7 @@ bench_repeats = None  # timing windows per measurement
 run_live = True       # run the benchmark on this machine now
 full_sweep = False    # True: every worker count and notebook 03's steps, as make bench does
 workers = None        # Albumentations worker counts, e.g. [2, 4]; None: num_workers, or the sweep's
-reference = "results/benchmark_h100.json"  # committed GPU results, relative to the repository
+reference = "results/benchmark_h200.json"  # committed GPU results, relative to the repository
 
 # %%
 from nailseg_common.course import start
@@ -497,10 +497,10 @@ if live is not None:
 # of a session may still pay for start-up costs, so read the spread before the median. On a
 # GPU the share of the bound is the number this notebook is about.
 #
-# ## The reference: an H100
+# ## The reference: an H200
 #
-# The course's reference numbers are in the committed file `results/benchmark_h100.json`,
-# written by `make bench BENCH_OUT=results/benchmark_h100.json` on a GPU machine: every
+# The course's reference numbers are in the committed file `results/benchmark_h200.json`,
+# written by `make bench BENCH_OUT=results/benchmark_h200.json` on a GPU machine: every
 # pipeline, every worker count. Every number below labelled "reference" is read from that
 # file, which records where it comes from: the device, the CPU cores, the profile's sizes and
 # encoder, the library versions and the date. Where its encoder is not this run's, its

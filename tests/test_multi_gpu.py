@@ -8,6 +8,7 @@ import torch
 
 from nailseg_common.commands import train as train_command
 from nailseg_common.commands.train import parse_args
+from nailseg_common.measure import two_gpus_report
 from nailseg_common.pipelines import dali_pipeline as dp
 from nailseg_common.setup import dali
 from nailseg_common.setup.profiles import select_profile
@@ -121,6 +122,20 @@ def test_a_step_profile_never_reads_a_negative_idle_time():
     assert split["compute_ms"] + split["all_reduce_not_hidden_ms"] + split["idle_ms"] == \
         split["wall_ms"] == 4.0
     assert split_steps(None, wall_ms=3.0, steps=2)["idle_ms"] is None
+
+
+def test_the_step_table_never_reads_a_negative_epoch_boundary(capsys):
+    """Profiled steps (10 ms) slower than an epoch's median step (8 ms of wall time a step):
+    the boundary reads 0, and the profiler's 2 ms are named, not shown as a negative time."""
+    profiled = {"compute_ms": 9.0, "all_reduce_not_hidden_ms": 0.5, "idle_ms": 0.5, "wall_ms": 10.0}
+    one = {"step_profile": profiled, "world_size": 1, "config": {"profile": {"batch_size": 4}},
+           "epochs": [{"seconds": 0.8, "images": 400}] * 3}  # 100 steps of 4 in 0.8 s: 8 ms a step
+    record = {"runs": {"one": one, "two": one | {"world_size": 2}}}  # 16 ms a step of 8
+    table = two_gpus_report.step_breakdown(record)
+    assert table.loc["epoch boundary, per step"].tolist() == [0.0, 6.0]
+    two_gpus_report.explain_speedup(record)
+    assert "one: the profiled steps took 2.00 ms longer than an epoch's median step" in \
+        capsys.readouterr().out
 
 
 class TinyModule(pl.LightningModule):

@@ -1,4 +1,4 @@
-"""The published edition (published/): executed on an H100 (notebook 08 on two H100s of one host),
+"""The published edition (published/): 01–07 executed on an H200 (notebook 08 on two H100s of one host),
 without errors, and still the code of notebooks/."""
 
 import base64
@@ -105,6 +105,20 @@ def test_the_newest_edition_record_is_what_published_printed():
     newest = json.loads((ROOT / "results" / "edition_runs.json").read_text())["runs"][-1]
     published = {key: value for key, value in newest.items() if key != "repeat_02_04"}
     assert edition_record.record(ROOT / "published", newest["commit"], newest["note"]) == published
+
+
+# a negative number of seconds or milliseconds, as a value or after a line's "ms" name
+NEGATIVE_DURATION = re.compile(r"(?<![\w.])[-−]\d+(\.\d+)?\s?m?s\b|\bms\b[^\n\d]*\s[-−]\d")
+
+
+def test_published_outputs_print_no_negative_duration(pair, request):
+    name = request.node.callspec.id
+    if name in AWAITING_RERUN:
+        pytest.skip(f"{name} {AWAITING_RERUN[name]}")
+    _, published = pair
+    text = "".join(o.get("text", "") or "".join(o.get("data", {}).get("text/plain", ""))
+                   for c in published.cells if c.cell_type == "code" for o in c.outputs)
+    assert [m.group(0) for m in NEGATIVE_DURATION.finditer(text)] == []
 
 
 def test_published_outputs_name_no_local_folder(pair, request):

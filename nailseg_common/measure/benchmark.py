@@ -20,7 +20,7 @@ Albumentations on CPU workers) cost.
 Results are a JSON-ready dict (written with :func:`nailseg_common.core.files.write_json`, read
 with :func:`load_results`) that records the device, CPU, library versions and date with
 every number. ``python -m nailseg_common.measure.benchmark --profile gpu --out
-results/benchmark_h100.json`` (``make bench``) runs it from the command line.
+results/benchmark_h200.json`` (``make bench``) runs it from the command line.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ from nailseg_common.training.trainer import make_trainer
 from nailseg_common.training.unet import LitNailSegmentation
 
 SCHEMA_VERSION = 1
-REFERENCE_RESULTS = REPO_ROOT / "results" / "benchmark_h100.json"
+REFERENCE_RESULTS = REPO_ROOT / "results" / "benchmark_h200.json"
 
 # Albumentations worker counts per profile (capped at the machine's CPU count).
 WORKER_COUNTS = {"smoke": (0,), "cpu": (0, 2), "gpu": (4, 8, 15)}

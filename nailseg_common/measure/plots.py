@@ -134,7 +134,7 @@ def plot_benchmark_sets(result_sets: dict, plot, **kwargs):
     """One panel per benchmark result (``{name: results}``), one above the other, drawn by ``plot(results, ax=...)``."""
     if not result_sets:
         raise ValueError("No benchmark results to plot: set run_live = True, or commit "
-                         "results/benchmark_h100.json (python -m nailseg_common.measure.benchmark --profile gpu).")
+                         "results/benchmark_h200.json (python -m nailseg_common.measure.benchmark --profile gpu).")
     rows = max(len(results["pipelines"]) for results in result_sets.values())
     # one panel per row: two horizontal bar charts side by side leave no room for the names
     fig, axes = _subplots(len(result_sets), 1, squeeze=False,

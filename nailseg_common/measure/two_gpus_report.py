@@ -120,6 +120,10 @@ def show_checks(record: dict) -> None:
              else f"differ by at most {checked['max_abs_difference']:.1e}"))
 
 
+STEP_PARTS = ("compute (kernels other than NCCL's)", "all-reduce not hidden", "idle within the steps",
+              "epoch boundary, per step")
+
+
 def step_breakdown(record: dict) -> pd.DataFrame | None:
     """Milliseconds per training step of each run, by part; None without step profiles."""
     columns = {}
@@ -130,13 +134,12 @@ def step_breakdown(record: dict) -> pd.DataFrame | None:
             return None
         batch = run["world_size"] * run["config"]["profile"]["batch_size"]
         per_step_ms = statistics.median(1e3 * e["seconds"] * batch / e["images"] for e in later)
-        columns[name] = {
-            "compute (kernels other than NCCL's)": profiled["compute_ms"],
-            "all-reduce not hidden": profiled["all_reduce_not_hidden_ms"],
-            "idle within the steps": profiled["idle_ms"],
-            "epoch boundary, per step": per_step_ms - profiled["wall_ms"],
-            "time per step": per_step_ms,
-            "images per step": batch}
+        # the boundary is never negative: profiled steps slower than an epoch's median step
+        # paid for the profiler
+        parts = (profiled["compute_ms"], profiled["all_reduce_not_hidden_ms"], profiled["idle_ms"],
+                 max(0.0, per_step_ms - profiled["wall_ms"]))
+        columns[name] = dict(zip(STEP_PARTS, parts)) | {"time per step": per_step_ms,
+                                                        "images per step": batch}
     return pd.DataFrame(columns)
 
 
@@ -147,6 +150,11 @@ def explain_speedup(record: dict) -> None:
         print("no step profiles in this record (runs of fewer than two epochs)")
         return
     display(table.round(2))
+    for name in table.columns:
+        over = sum(table.loc[part, name] for part in STEP_PARTS) - table.loc["time per step", name]
+        if over > 0:
+            print(f"{name}: the profiled steps took {over:.2f} ms longer than an epoch's median "
+                  "step (the profiler's own cost), so its epoch boundary reads 0")
     one_name, many_name = table.columns
     difference = (table[many_name] - table[one_name]).drop(["time per step", "images per step"])
     if difference.isna().any():

@@ -54,7 +54,7 @@ def where_dali_runs(device: str) -> str:
     "gpu" or "cpu"), or why DALI is missing and what the notebook skips then."""
     if IMPORT_ERROR is not None:
         return (f"{dali_status()} The cells under `if HAVE_DALI:` are skipped: the code is "
-                "still defined, and the committed H100 results still print.")
+                "still defined, and the committed H200 results still print.")
     where = {"gpu": "the GPU", "cpu": "the CPU (CPU-only mode: device_id=None)"}[device]
     return f"{dali_status()} Its operators run on {where}."
 

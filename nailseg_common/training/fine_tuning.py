@@ -115,7 +115,7 @@ class GraphedUNet(pl.Callback):
         if pl_module.device.type != "cuda" or trainer.global_step > 0:
             return
         unet = pl_module.model
-        layout = torch.channels_last if pl_module.uses_channels_last else torch.contiguous_format
+        layout = torch.channels_last if pl_module.hparams.channels_last else torch.contiguous_format
         sample = torch.zeros_like(batch["image"], memory_format=layout)
         statistics = [buffer.clone() for buffer in unet.buffers()]  # warm-up passes move them
         # The capture makes the weights' gradient sinks on its own stream, as it must: the

@@ -92,7 +92,7 @@ class SegmentationModel(pl.LightningModule):
 
     def __init__(self, encoder: str = "tu-efficientnet_lite0", lr: float = 1e-3, max_steps: int = 1,
                  gpu_augmentation: nn.Module | None = None, encoder_weights: str | None = "imagenet",
-                 channels_last: bool | None = None, weight_decay: float = 1e-4,
+                 channels_last: bool = True, weight_decay: float = 1e-4,
                  bce_weight: float = 1.0, dice_weight: float = 1.0):
         super().__init__()
         self.save_hyperparameters(ignore=["gpu_augmentation"])
@@ -103,13 +103,8 @@ class SegmentationModel(pl.LightningModule):
         for name in SCORES:  # the validation scores, averaged over the epoch on the device
             setattr(self, name, MeanMetric(nan_strategy="disable"))
 
-    @property
-    def uses_channels_last(self) -> bool:
-        explicit = self.hparams.channels_last
-        return self.device.type == "cuda" if explicit is None else explicit
-
     def on_fit_start(self) -> None:
-        if self.uses_channels_last:
+        if self.hparams.channels_last:
             self.model.to(memory_format=torch.channels_last)
 
     def on_after_batch_transfer(self, batch: dict, dataloader_idx: int) -> dict:
@@ -121,7 +116,7 @@ class SegmentationModel(pl.LightningModule):
     def forward(self, image: torch.Tensor) -> torch.Tensor:
         """Logits ``B×1×H×W`` for an image batch (uint8, or float in [0, 1])."""
         image = (to_unit_float(image) - self.mean) / self.std
-        if self.uses_channels_last:
+        if self.hparams.channels_last:
             image = image.contiguous(memory_format=torch.channels_last)
         return self.model(image)
 
