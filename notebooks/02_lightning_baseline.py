@@ -48,7 +48,7 @@
 #   with the data already on the device), and why a wait share cannot see a slow pipeline
 #
 # > **CPU or GPU?** The notebook runs everywhere. Without a GPU it picks the `cpu` profile
-# > (128 px, a few minutes on a laptop); CI runs the tiny `smoke` profile. On a GPU the
+# > (192 px, a few minutes on a laptop); CI runs the tiny `smoke` profile. On a GPU the
 # > `gpu` profile trains the full model at 384 px with bf16 mixed precision (the GPU computes
 # > in bfloat16, a 16-bit float with float32's range, and keeps the weights in float32).
 # > Every cell that follows is the code that runs: change one and re-run what comes after it.
@@ -776,7 +776,7 @@ levels.mean().to_frame(f"{len(levels)} validation masks at {cfg.image_size} px")
 # %% [markdown]
 # One pixel of outline costs more than you might think, and the levels depend on the image
 # size: a nail of a given share of the photo has fewer pixels inside for each pixel of its
-# outline at 128 px (the `cpu` profile) than at 384 px (the `gpu` profile), so the same
+# outline at 192 px (the `cpu` profile) than at 384 px (the `gpu` profile), so the same
 # one-pixel error costs more Dice the smaller the images. That is why the course states its
 # target in pixels of outline, not as a typed Dice: **every pipeline trains a model whose
 # masks are closer to the labels than masks drawn two pixels too large.**
