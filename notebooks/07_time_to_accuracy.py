@@ -30,8 +30,8 @@
 # %% [markdown]
 # # 07 · Time to accuracy
 #
-# In notebook 05, DALI trained close to the **bound**, notebook 02's step with batches
-# already on the GPU. What a reader wants, though, is not images per second but a good
+# Notebook 05 measured how much of the **bound** DALI trains at, the bound being notebook
+# 02's step with batches already on the GPU. What a reader wants, though, is not images per second but a good
 # model sooner.
 # This notebook measures exactly that, **wall-clock seconds from the start of `fit` to the
 # first validation with hard IoU ≥ a level** on the synthetic validation set, and shortens it
@@ -661,7 +661,7 @@ outline.round(3)
 # pipeline's loader is also timed alone (`alone img/s`: its batches moved to the GPU and
 # augmented there, nothing trained), which says what its own work costs. `pipeline_rates`
 # (in `nailseg_common.measure.benchmark`) does both with notebook 05's timing functions.
-# DALI came close to 02's step in notebook 05; does it keep up with this one? Kornia and
+# Notebook 05 measured DALI against 02's step; does it keep up with this faster one? Kornia and
 # Albumentations fall behind by design, the lessons of notebooks 03 and 05. The dots are the ratios to 02's
 # step from notebook 05's committed run.
 
