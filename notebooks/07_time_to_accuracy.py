@@ -611,8 +611,7 @@ print(f"this run on {device_name}; the seeds on {seeds['device'] if seeds else '
 if run["reached"]:
     times = by_seed[level]
     print(Verdict(f"seconds to IoU {level}", run["seconds_to_target"], times.median(),
-                  2 * times.std(),
-                  "seeds' median", higher_is_better=False))
+                  2 * times.std(), "seeds' median", higher_is_better=False))
 else:
     print(f"IoU {level} not reached in {fast.max_steps} steps: "
           + ("no time to compare" if on_gpu else "a CPU profile trains far too briefly"))
@@ -727,17 +726,13 @@ kernels.assign(share=kernels["ms per step"] / busy_ms).round(3)
 
 # %%
 if run_pipelines and "dali" in table.index:
-    dali = table.loc["dali"]
+    dali, ratio = table.loc["dali"], table.loc["dali", "ratio to bound"]
     if on_gpu:  # a CPU's operators overlap on its threads: there, busy time says no more
         print(f"the faster step leaves the GPU idle {max(wall_ms - busy_ms, 0):.1f} ms of its {wall_ms:.1f} ms")
-    if dali["ratio to bound"] >= 1:  # at or above the bound: no time added that a step shows
-        print(f"DALI adds nothing measurable to a step: {dali['ratio to bound']:.3f} "
-              f"± {dali['±']:.3f} of the faster bound")
-    else:
-        added_ms = wall_ms * (1 / dali["ratio to bound"] - 1)
-        alone_ms = 1e3 * fast.batch_size / dali["alone img/s"]
-        print(Verdict("ms DALI adds to a step", added_ms, alone_ms, wall_ms * dali["±"] / dali["ratio to bound"] ** 2,
-                      "DALI's own work, alone", higher_is_better=False))
+    added_ms, alone_ms = wall_ms * (1 / ratio - 1), 1e3 * fast.batch_size / dali["alone img/s"]
+    print(Verdict("ms DALI adds to a step", added_ms, alone_ms, wall_ms * dali["±"] / ratio ** 2,
+                  "DALI's own work, alone", higher_is_better=False) if ratio < 1 else
+          f"DALI adds nothing measurable to a step: {ratio:.3f} ± {dali['±']:.3f} of the faster bound")
 
 # %% [markdown]
 # ## Summary
