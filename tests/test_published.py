@@ -1,4 +1,4 @@
-"""The published edition (published/): 01–07 executed on an H200 (notebook 08 on two H100s of one host),
+"""The published edition (published/): 01–07 executed on an H200 (notebook 08 on two H200s of one host),
 without errors, and still the code of notebooks/."""
 
 import base64
@@ -38,11 +38,20 @@ def code(notebook) -> list[str]:
     ]
 
 
+def code_outputs(notebook) -> list:
+    return [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs]
+
+
+def printed(notebook) -> str:
+    """Everything ``notebook``'s code cells printed or displayed as text."""
+    return "".join(o.get("text", "") or "".join(o.get("data", {}).get("text/plain", ""))
+                   for o in code_outputs(notebook))
+
+
 def test_published_notebook_ran_on_its_gpu_without_errors(pair, request):
     _, published = pair
-    outputs = [o for c in published.cells if c.cell_type == "code" for o in c.outputs]
-    assert not [o for o in outputs if o.output_type == "error"]
-    text = "".join(o.get("text", "") for o in outputs)
+    assert not [o for o in code_outputs(published) if o.output_type == "error"]
+    text = printed(published)
     assert "device  GPU: NVIDIA H" in text and "profile gpu:" in text  # an H100 or H200
 
 
@@ -118,9 +127,7 @@ NEGATIVE_DURATION = re.compile(r"(?<![\w.])[-−]\d+(\.\d+)?\s?m?s\b|\bms\b[^\n\
 def test_published_outputs_print_no_negative_duration(pair, request):
     name = request.node.callspec.id
     _, published = pair
-    text = "".join(o.get("text", "") or "".join(o.get("data", {}).get("text/plain", ""))
-                   for c in published.cells if c.cell_type == "code" for o in c.outputs)
-    found = [m.group(0) for m in NEGATIVE_DURATION.finditer(text)]
+    found = [m.group(0) for m in NEGATIVE_DURATION.finditer(printed(published))]
     if found and name in AWAITING_RERUN:
         pytest.skip(f"{name} {AWAITING_RERUN[name]}")
     assert found == []
