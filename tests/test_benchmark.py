@@ -1,6 +1,7 @@
 """The timing toolkit and the benchmark on the CPU at a tiny size: well-formed, self-consistent results."""
 
 import ast
+import collections
 import dataclasses
 import json
 import math
@@ -14,6 +15,7 @@ from torch.utils.data import DataLoader, Dataset
 from nailseg_common.core.files import write_json
 from nailseg_common.core.statistics import ratio_spread
 from nailseg_common.measure import benchmark, timing
+from nailseg_common.measure.profiling import cpu_busy_percent
 from nailseg_common.measure.benchmark import Pipeline
 from nailseg_common.setup.profiles import select_profile
 
@@ -72,6 +74,17 @@ def test_summarize_median_and_spread_come_from_the_repeats():
     assert stats["repeats"] == [30.0, 10.0, 20.0, 40.0]
     with pytest.raises(ValueError, match="No timing windows"):
         timing.summarize([])
+
+
+def test_cpu_busy_stays_a_share_when_the_counters_round():
+    Times = collections.namedtuple("Times", "user system idle iowait")
+    before = Times(8121150.64, 9031442.91, 3170460.94, 7325334.31)
+    idle_only = Times(8121150.64, 9031442.91, 3170460.94 + 4.49, 7325334.31 + 0.68)
+    assert cpu_busy_percent(before, idle_only) == 0.0  # the difference of sums read -3.6e-08
+    assert cpu_busy_percent(before, before._replace(user=before.user + 3)) == 100.0
+    half_busy = before._replace(user=before.user + 1, idle=before.idle + 1)
+    assert cpu_busy_percent(before, half_busy) == pytest.approx(50.0)
+    assert cpu_busy_percent(before, before) == 0.0
 
 
 def test_window_clock_times_repeats_after_warmup():

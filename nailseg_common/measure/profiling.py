@@ -97,8 +97,9 @@ class UtilisationSampler:
 def cpu_busy_percent(before, after) -> float:
     """Share (%) of all cores' time spent busy between two ``psutil.cpu_times()``."""
     idle = (after.idle - before.idle) + (getattr(after, "iowait", 0) - getattr(before, "iowait", 0))
-    total = sum(after) - sum(before)
-    return 100.0 * (1 - idle / total) if total > 0 else 0.0
+    total = sum(a - b for a, b in zip(after, before))
+    # The counters are rounded floats: an idle window can read a hair below 0 % or above 100 %.
+    return min(100.0, max(0.0, 100.0 * (1 - idle / total))) if total > 0 else 0.0
 
 
 KERNEL_GROUPS = [  # first match wins; names of CUDA kernels and of CPU operators
