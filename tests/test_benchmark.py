@@ -15,8 +15,8 @@ from torch.utils.data import DataLoader, Dataset
 from nailseg_common.core.files import write_json
 from nailseg_common.core.statistics import ratio_spread
 from nailseg_common.measure import benchmark, timing
-from nailseg_common.measure.profiling import cpu_busy_percent
 from nailseg_common.measure.benchmark import Pipeline
+from nailseg_common.measure.profiling import cpu_busy_percent
 from nailseg_common.setup.profiles import select_profile
 
 SIZE, BATCH = 32, 4
