@@ -547,6 +547,10 @@ class SegmentationModel(pl.LightningModule):
 # - `configure_optimizers`: AdamW with a cosine learning-rate schedule stepped every batch,
 #   over the profile's `max_steps` optimizer steps. Training length is counted in steps,
 #   not epochs, so a few dozen photos train as long as the whole synthetic set.
+#
+# `pl.seed_everything(0)` before the model is built fixes its new decoder weights and, through
+# the seeds PyTorch hands the DataLoader workers, every augmentation: a re-run trains the same
+# run, and notebooks 03 and 04 start from the same seed.
 
 # %%
 #| export training.unet
@@ -584,6 +588,7 @@ class LitNailSegmentation(SegmentationModel):
 
 
 # %%
+pl.seed_everything(0, verbose=False)
 model = LitNailSegmentation(encoder=cfg.encoder, lr=cfg.lr, max_steps=cfg.max_steps)
 print(f"{cfg.encoder} U-Net: {sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters")
 
