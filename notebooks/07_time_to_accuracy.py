@@ -726,7 +726,8 @@ kernels.assign(share=kernels["ms per step"] / busy_ms).round(3)
 
 # %%
 if run_pipelines and "dali" in table.index:
-    dali, ratio = table.loc["dali"], table.loc["dali", "ratio to bound"]
+    dali = table.loc["dali"]
+    ratio = dali["ratio to bound"]
     if on_gpu:  # a CPU's operators overlap on its threads: there, busy time says no more
         print(f"the faster step leaves the GPU idle {max(wall_ms - busy_ms, 0):.1f} ms of its {wall_ms:.1f} ms")
     added_ms, alone_ms = wall_ms * (1 / ratio - 1), 1e3 * fast.batch_size / dali["alone img/s"]
