@@ -62,14 +62,6 @@ AWAITING_RERUN: dict[str, str] = {
                          "commands.train, its model starts from ImageNet and trains 07's whole "
                          "recipe, and its seeds file is results/time_to_accuracy_h200.json: its "
                          "next run on two GPUs re-publishes it",
-    "02_lightning_baseline.ipynb": "seeds its run (pl.seed_everything(0), as 03 and 04 do) since "
-                                   "this edition: an unseeded 02 ended at hard Dice 0.786-0.818 in "
-                                   "four cpu runs of the same code; the device time left was too "
-                                   "little to re-run 01-07 together: their next GPU run re-publishes it",
-    "07_time_to_accuracy.ipynb": "its last cell, which prints what DALI adds to a step, and a "
-                                 "Verdict call were written in fewer lines after its run (the same "
-                                 "outputs for every input), to keep 07 within 350 code lines; the "
-                                 "device time to re-run it was spent: its next GPU run re-publishes it",
 }
 
 
