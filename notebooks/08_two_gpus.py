@@ -72,7 +72,6 @@
 
 # %%
 import json
-import math
 
 import torch
 
@@ -98,7 +97,8 @@ val_every_n_epochs = None  # validate every n epochs
 ddp_devices = None        # devices of the multi-device runs (at most the GPUs visible)
 ddp_batch_size = None     # batch per device
 ddp_max_steps = None      # steps of the one-device run
-ddp_profile_epoch = None  # the epoch whose steps are profiled in both runs
+ddp_profile_epoch = None  # the epoch whose steps (a), (b) and (e) profile
+ddp_seeds = None          # seeds of the one- and N-device runs; None: the profile's
 lr_scaling = "sqrt"       # peak lr on N devices: sqrt (times the root of N), linear (times N) or none
 many_epochs = 1.6         # epochs of the N-device run, times the one-device run's
 target_iou = None         # hard IoU to reach; None: the highest of iou_levels every seed reaches
@@ -114,16 +114,13 @@ cfg, data = start(profile, data_root, num_images=num_images, image_size=image_si
                   compile_model=compile_model, fast_lr=fast_lr, warmup_steps=warmup_steps,
                   val_every_n_epochs=val_every_n_epochs, ddp_devices=ddp_devices,
                   ddp_batch_size=ddp_batch_size, ddp_max_steps=ddp_max_steps,
-                  ddp_profile_epoch=ddp_profile_epoch)
+                  ddp_profile_epoch=ddp_profile_epoch, ddp_seeds=ddp_seeds)
 seeds = json.loads((REPO_ROOT / seed_results).read_text())["runs"]
 level = target_iou or common_level(seeds, iou_levels)  # notebook 07's
 print(f"IoU level: {level} ({'given' if target_iou else f'every seed of {seed_results} reaches it'})")
 on_gpu = cfg.accelerator == "gpu"
 n_devices = min(cfg.ddp_devices, torch.cuda.device_count()) if on_gpu else cfg.ddp_devices
 train_samples, valid_samples = len(read_split(data, "train")), len(read_split(data, "valid"))
-LR_SCALING = {"none": lambda n: 1.0, "sqrt": math.sqrt, "linear": float}
-if lr_scaling not in LR_SCALING:
-    raise ValueError(f"lr_scaling must be one of {sorted(LR_SCALING)}, not {lr_scaling!r}")
 print(dali_status())
 print(f"{n_devices} device(s) for the multi-device runs: "
       + (f"{torch.cuda.device_count()} GPU(s) visible" if on_gpu
@@ -557,7 +554,7 @@ def run(args: argparse.Namespace, profile: Profile) -> dict | None:
 # %% [markdown]
 # ## The runs
 #
-# Four launches of the script, each a fresh set of processes:
+# Launches of the script, each a fresh set of processes:
 #
 # - **(a)** one device: notebook 07's recipe (`fast_lr`, `warmup_steps`), the per-device
 #   batch `ddp_batch_size`, `ddp_max_steps` steps;
@@ -567,21 +564,42 @@ def run(args: argparse.Namespace, profile: Profile) -> dict | None:
 #   larger batch makes fewer, larger steps, and each step of a larger batch does not go N
 #   times as far, so (b) trains for `many_epochs` times the epochs of (a),
 #   `⌈ddp_max_steps · many_epochs / N⌉` steps (the recipes tried are shown at the end);
-# - **(c)** and **(d)**: (b)'s final checkpoint validated on one device, then on N.
+# - **(c)** and **(d)**: (b)'s final checkpoint validated on one device, then on N;
+# - **(e)**: (a) again on one device wrapped in DDP (`--ddp-on-one-device`): DDP's own work
+#   (its hooks, copying the gradients into buckets) with an all-reduce among one process,
+#   so that NCCL's share of a step on N devices can be told apart from DDP's;
+# - then (a) and (b) again for the further seeds of `ddp_seeds`: one seed is one draw.
 #
-# (a) and (b) also profile a few steps of epoch `ddp_profile_epoch`. The settings, and what
-# DALI's shards make of the training set:
+# (a), (b) and (e) also profile a few steps of epoch `ddp_profile_epoch`. `device_plan`
+# writes notebook 07's recipe for N devices:
+
+# %%
+#| export training.multi_gpu
+import math
+
+LR_SCALING = {"none": lambda n: 1.0, "sqrt": math.sqrt, "linear": float}
+
+
+def device_plan(profile: Profile, devices: int, lr_scaling: str = "sqrt",
+                many_epochs: float = 1.6) -> dict:
+    """Notebook 07's recipe on ``devices`` devices: the peak lr times ``lr_scaling`` of N, the
+    warm-up over the same images, ``many_epochs`` times the epochs of one device."""
+    if lr_scaling not in LR_SCALING:
+        raise ValueError(f"lr_scaling must be one of {sorted(LR_SCALING)}, not {lr_scaling!r}")
+    epochs = many_epochs if devices > 1 else 1.0
+    return {"devices": devices, "lr": profile.fast_lr * LR_SCALING[lr_scaling](devices),
+            "warmup": math.ceil(profile.warmup_steps / devices),
+            "steps": math.ceil(profile.ddp_max_steps * epochs / devices)}
+
+# %% [markdown]
+# The settings, and what DALI's shards make of the training set:
 
 # %%
 import pandas as pd
 
 out_dir = runs_dir() / cfg.name / "two_gpus"
-plans = {"one device": {"devices": 1, "lr": cfg.fast_lr, "warmup": cfg.warmup_steps,
-                        "steps": cfg.ddp_max_steps},
-         f"{n_devices} devices": {
-             "devices": n_devices, "lr": cfg.fast_lr * LR_SCALING[lr_scaling](n_devices),
-             "warmup": math.ceil(cfg.warmup_steps / n_devices),
-             "steps": math.ceil(cfg.ddp_max_steps * many_epochs / n_devices)}}
+plans = {"one device": device_plan(cfg, 1),
+         f"{n_devices} devices": device_plan(cfg, n_devices, lr_scaling, many_epochs)}
 rows = {}
 for name, plan in plans.items():
     k, batch = plan["devices"], cfg.ddp_batch_size
@@ -604,8 +622,9 @@ pd.DataFrame.from_dict(rows, orient="index")
 common = script_options(cfg, level, data_root)
 
 
-def run(name: str, *options: str) -> dict:
-    return launch_training(out_dir / f"{name}.json", *common, *options, "--run-name", f"two_gpus/{name}")
+def run(name: str, *options: str, seed: int = 0) -> dict:
+    return launch_training(out_dir / f"{name}.json", *common, *options, "--seed", str(seed),
+                           "--run-name", f"two_gpus/{name}")
 
 
 one_plan, many_plan = plans.values()
@@ -613,21 +632,28 @@ one = run("one_device", *plan_options(one_plan, cfg.ddp_profile_epoch))
 many = run(f"{n_devices}_devices", *plan_options(many_plan, cfg.ddp_profile_epoch), "--record-samples")
 validation = {k: run(f"validate_{k}", "--validate", many["checkpoint"], "--devices", str(k))
               for k in sorted({1, n_devices})}
+ddp_one = run("one_device_ddp", *plan_options(one_plan, cfg.ddp_profile_epoch), "--ddp-on-one-device")
+later = {name: [run(f"{plan['devices']}_devices_seed{seed}", *plan_options(plan), seed=seed)
+                for seed in range(1, cfg.ddp_seeds)] for name, plan in plans.items()}
 
 # %% [markdown]
 # ## What the runs measured
 #
-# `nailseg_common.measure.plots` holds the tables and plots: `combine` joins the four
+# `nailseg_common.measure.two_gpus_report` holds the tables and plots: `combine` joins the
 # launches into one record, and the same functions show this run and, below, the committed
 # results of the run on two GPUs. The speed-up is judged against one device of the same run
 # (is a second GPU faster at all?), with the spread of the epochs' images per second (each
 # epoch after the first is one window), and the time to accuracy is read from each run's
-# validations at the IoU level above.
+# validations at the IoU level above. `show_seeds` then pairs the runs of each seed (the
+# same initial weights on one device and on N) and gives the median and range over the
+# seeds of both ratios: images per second on N devices over one, and time to the level on N
+# devices over one.
 
 # %%
-record = two_gpus_report.combine(one, many, validation)
+record = two_gpus_report.combine(one, many, validation, ddp_one, later)
 two_gpus_report.describe(record, "this run")
 two_gpus_report.show_speed(record, level)
+two_gpus_report.show_seeds(record, level)
 two_gpus_report.show_checks(record)
 
 # %% [markdown]
@@ -641,7 +667,9 @@ two_gpus_report.show_checks(record)
 # the images per second above come from. Its last line is a lesson more than a target: if
 # the all-reduce not hidden were all a second GPU cost, the images per second would grow
 # N × (one device's step) / (that step + the exposed all-reduce); where the measured speed-up
-# misses that, the cost lies elsewhere, in the parts that grew.
+# misses that, the cost lies elsewhere, in the parts that grew. The column of (e), one device
+# under DDP, splits what grew: from one device to (e) is DDP's own work, from (e) to N
+# devices is what the other GPU and NCCL add.
 
 # %%
 two_gpus_report.explain_speedup(record)
@@ -661,17 +689,21 @@ two_gpus_report.explain_speedup(record)
 #
 # The results of a run on a machine with two GPUs are committed as `reference`; the cells
 # below read them and show them with the same functions, with the machine, the versions and the date they were measured
-# on. The record of this run goes to `runs/`, beside its logs.
+# on. The record of this run goes to `runs/`, beside its logs; a run on two GPUs or more is
+# itself the record to commit, so it shows no other.
 
 # %%
 results_path = write_json(out_dir / "results.json", record)
 print(f"this run's combined results: {shown(results_path)}")
-committed = two_gpus_report.read_record(REPO_ROOT / reference)
+on_gpus = on_gpu and n_devices > 1
+committed = None if on_gpus else two_gpus_report.read_record(REPO_ROOT / reference)
 if committed is None:
-    print(f"no {reference}: run this notebook on two GPUs and commit its results.json there")
+    print(f"this run is on {n_devices} GPUs: it is the record to commit as {reference}" if on_gpus
+          else f"no {reference}: run this notebook on two GPUs and commit its results.json there")
 else:
     two_gpus_report.describe(committed, f"committed {reference}")
     two_gpus_report.show_speed(committed, level)
+    two_gpus_report.show_seeds(committed, level)
     two_gpus_report.show_checks(committed)
 
 # %%

@@ -16,6 +16,7 @@ from nailseg_common.training.multi_gpu import (
     StepProfile,
     check_epoch_coverage,
     covered_ms,
+    device_plan,
     expected_missing,
     pads_into_next_epoch,
     shard_sizes,
@@ -131,11 +132,54 @@ def test_the_step_table_never_reads_a_negative_epoch_boundary(capsys):
     one = {"step_profile": profiled, "world_size": 1, "config": {"profile": {"batch_size": 4}},
            "epochs": [{"seconds": 0.8, "images": 400}] * 3}  # 100 steps of 4 in 0.8 s: 8 ms a step
     record = {"runs": {"one": one, "two": one | {"world_size": 2}}}  # 16 ms a step of 8
-    table = two_gpus_report.step_breakdown(record)
+    table = two_gpus_report.step_breakdown(record["runs"])
     assert table.loc["epoch boundary, per step"].tolist() == [0.0, 6.0]
     two_gpus_report.explain_speedup(record)
     assert "one: the profiled steps took 2.00 ms longer than an epoch's median step" in \
         capsys.readouterr().out
+
+
+def test_one_device_under_ddp_splits_what_a_step_on_two_adds(capsys):
+    """8 ms a step on one device, 9 under DDP, 12 on two: DDP's own +1 ms, the rest +3 ms."""
+    def run(world_size: int, per_step_ms: float) -> dict:
+        profiled = {"compute_ms": per_step_ms - 1, "all_reduce_not_hidden_ms": 0.5,
+                    "idle_ms": 0.5, "wall_ms": per_step_ms, "nccl_ms": 0.5 * (world_size - 1)}
+        images = 100 * 4 * world_size  # 100 steps an epoch, batch 4 per device
+        return {"step_profile": profiled, "world_size": world_size, "history": [],
+                "config": {"profile": {"batch_size": 4}}, "train_img_s": None,
+                "epochs": [{"seconds": per_step_ms / 10, "images": images}] * 3}
+
+    record = {"runs": {"one device": run(1, 8.0), "2 devices": run(2, 12.0)},
+              "ddp_on_one_device": run(1, 9.0)}
+    two_gpus_report.explain_speedup(record)
+    out = capsys.readouterr().out
+    assert "DDP's own work (one device under DDP) takes +1.0 ms and the other GPU with NCCL +3.0 ms" in out
+
+
+def test_seeds_are_paired_and_summarised_by_median_and_range(capsys):
+    def run(seed: int, img_s: float, seconds: float | None) -> dict:
+        history = [{"seconds": seconds, "val_iou": 0.9}] if seconds else [{"seconds": 1, "val_iou": 0.5}]
+        return {"config": {"seed": seed}, "train_img_s": img_s, "history": history}
+
+    record = {"seeds": {"one device": [run(0, 100, 10.0), run(1, 100, 8.0), run(2, 110, 9.0)],
+                        "2 devices": [run(0, 190, 5.0), run(1, 200, None), run(2, 198, 6.3)]}}
+    table = two_gpus_report.seed_ratios(record, 0.86)
+    assert table["img/s ratio"].round(2).tolist() == [1.9, 2.0, 1.8]
+    assert table["time ratio"].round(2).tolist()[::2] == [0.5, 0.7]
+    two_gpus_report.show_seeds(record, 0.86)
+    out = capsys.readouterr().out
+    assert "images/s, 2 devices ÷ one, over 3 seed(s): median 1.90 (range 1.80–2.00)" in out
+    assert "median 0.60 (range 0.50–0.70); 1 seed(s) without it" in out
+
+
+def test_a_plan_for_n_devices_scales_notebook_07s_recipe():
+    gpu = select_profile("smoke", fast_lr=2e-3, warmup_steps=50, ddp_max_steps=1500)
+    assert device_plan(gpu, 1) == {"devices": 1, "lr": 2e-3, "warmup": 50, "steps": 1500}
+    two = device_plan(gpu, 2)
+    assert (two["lr"], two["warmup"], two["steps"]) == (pytest.approx(2e-3 * 2 ** 0.5), 25, 1200)
+    assert device_plan(gpu, 2, "linear", 1.0)["lr"] == pytest.approx(4e-3)
+    with pytest.raises(ValueError, match="lr_scaling must be one of"):
+        device_plan(gpu, 2, "cubic")
 
 
 class TinyModule(pl.LightningModule):

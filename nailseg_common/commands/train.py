@@ -175,11 +175,12 @@ def script_options(profile: Profile, target_iou: float, data_root: str = "") -> 
             *(["--data-root", data_root] if data_root else [])]
 
 
-def plan_options(plan: dict, profile_epoch: int) -> list[str]:
-    """A run's plan (``devices``, ``lr``, ``warmup``, ``steps``) as options of the script."""
+def plan_options(plan: dict, profile_epoch: int | None = None) -> list[str]:
+    """A run's plan (``devices``, ``lr``, ``warmup``, ``steps``) as options of the script,
+    profiling epoch ``profile_epoch`` (None: no profile)."""
     return ["--devices", str(plan["devices"]), "--lr", str(plan["lr"]), "--warmup-steps",
             str(plan["warmup"]), "--max-steps", str(plan["steps"]),
-            "--profile-epoch", str(profile_epoch)]
+            *(["--profile-epoch", str(profile_epoch)] if profile_epoch is not None else [])]
 
 
 def launch_training(out: Path, *options: str) -> dict:

@@ -18,13 +18,18 @@ from nailseg_common.measure.plots import plot_devices_speed, plot_iou_curves
 VALIDATION_METRICS = ("val_dice", "val_iou", "val_soft_dice", "val_loss")
 
 
-def combine(one: dict, many: dict, validation: dict[int, dict]) -> dict:
-    """The four launches as one record: both runs, the validation comparison, coverage."""
+def combine(one: dict, many: dict, validation: dict[int, dict], ddp_one: dict | None = None,
+            later: dict[str, list[dict]] | None = None) -> dict:
+    """The launches as one record: both runs, the validation comparison, coverage, one
+    device under DDP (``ddp_one``), and the runs of every seed (``later``: the further
+    seeds' runs, by the names of ``one`` and ``many``)."""
     first, last = validation[min(validation)], validation[max(validation)]
     differences = {name: abs(first[name] - last[name]) for name in VALIDATION_METRICS}
+    runs = {"one device": one, f"{many['world_size']} devices": many}
+    later = dict(zip(runs, (later or {}).values()))
     return {"date": many["date"], "devices": many["devices"], "versions": many["versions"],
-            "python": many["python"],
-            "runs": {"one device": one, f"{many['world_size']} devices": many},
+            "python": many["python"], "runs": runs, "ddp_on_one_device": ddp_one,
+            "seeds": {name: [run, *later.get(name, [])] for name, run in runs.items()},
             "speedup": (many["train_img_s"] / one["train_img_s"]
                         if many["train_img_s"] and one["train_img_s"] else None),
             "validation": {"by_devices": {k: {name: v[name] for name in VALIDATION_METRICS}
@@ -101,6 +106,40 @@ def show_speed(record: dict, level: float) -> None:
               f"{list(runs.values())[1]['world_size']} ({many / one - 1:+.0%})")
 
 
+def seed_ratios(record: dict, level: float) -> pd.DataFrame:
+    """A row per seed: images/s and seconds to IoU ``level`` on one device and on N, and
+    their ratios (the same seed: the same initial weights on both)."""
+    (one_name, ones), (many_name, manys) = record["seeds"].items()
+    rows = {}
+    for one, many in zip(ones, manys):
+        one_s, many_s = seconds_to(one["history"], level), seconds_to(many["history"], level)
+        rows[one["config"]["seed"]] = {
+            f"img/s, {one_name}": one["train_img_s"], f"img/s, {many_name}": many["train_img_s"],
+            "img/s ratio": (many["train_img_s"] / one["train_img_s"]
+                            if one["train_img_s"] and many["train_img_s"] else None),
+            f"s to IoU {level}, {one_name}": one_s, f"s to IoU {level}, {many_name}": many_s,
+            "time ratio": many_s / one_s if one_s and many_s else None}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("seed")
+
+
+def show_seeds(record: dict, level: float) -> None:
+    """Both ratios of every seed, then their median and range over the seeds."""
+    if "seeds" not in record:
+        print("one seed in this record: no spread over seeds")
+        return
+    table = seed_ratios(record, level)
+    display(table.round(2))
+    many_name = list(record["seeds"])[1]
+    for column, what in (("img/s ratio", "images/s"), ("time ratio", f"time to IoU {level}")):
+        values = table[column].dropna()
+        missing = len(table) - len(values)
+        summary = (f"median {values.median():.2f} (range {values.min():.2f}–{values.max():.2f})"
+                   if len(values) else "not measured")
+        print(f"{what}, {many_name} ÷ one, over {len(values)} seed(s): {summary}"
+              + (f"; {missing} seed(s) without it (level not reached, or too few epochs)"
+                 if missing else ""))
+
+
 def show_checks(record: dict) -> None:
     """The coverage of every complete epoch and the validation on one device and on several."""
     coverage = pd.DataFrame(record["coverage"] or [])
@@ -120,14 +159,16 @@ def show_checks(record: dict) -> None:
              else f"differ by at most {checked['max_abs_difference']:.1e}"))
 
 
+DDP_ON_ONE = "one device under DDP"
+NCCL_IN_ALL = "NCCL kernels, hidden or not"
 STEP_PARTS = ("compute (kernels other than NCCL's)", "all-reduce not hidden", "idle within the steps",
               "epoch boundary, per step")
 
 
-def step_breakdown(record: dict) -> pd.DataFrame | None:
+def step_breakdown(runs: dict[str, dict]) -> pd.DataFrame | None:
     """Milliseconds per training step of each run, by part; None without step profiles."""
     columns = {}
-    for name, run in record["runs"].items():
+    for name, run in runs.items():
         profiled = run.get("step_profile")
         later = run["epochs"][1:]
         if not profiled or not later:
@@ -138,14 +179,18 @@ def step_breakdown(record: dict) -> pd.DataFrame | None:
         # paid for the profiler
         parts = (profiled["compute_ms"], profiled["all_reduce_not_hidden_ms"], profiled["idle_ms"],
                  max(0.0, per_step_ms - profiled["wall_ms"]))
-        columns[name] = dict(zip(STEP_PARTS, parts)) | {"time per step": per_step_ms,
-                                                        "images per step": batch}
+        columns[name] = dict(zip(STEP_PARTS, parts)) | {
+            "time per step": per_step_ms, "images per step": batch,
+            NCCL_IN_ALL: profiled.get("nccl_ms")}  # hidden or not
     return pd.DataFrame(columns)
 
 
 def explain_speedup(record: dict) -> None:
     """The breakdown table, and the difference per step between the runs, part by part."""
-    table = step_breakdown(record)
+    (one_name, one), (many_name, many) = record["runs"].items()
+    ddp_one = record.get("ddp_on_one_device")
+    table = step_breakdown({one_name: one, **({DDP_ON_ONE: ddp_one} if ddp_one else {}),
+                            many_name: many})
     if table is None:
         print("no step profiles in this record (runs of fewer than two epochs)")
         return
@@ -155,8 +200,8 @@ def explain_speedup(record: dict) -> None:
         if over > 0:
             print(f"{name}: the profiled steps took {over:.2f} ms longer than an epoch's median "
                   "step (the profiler's own cost), so its epoch boundary reads 0")
-    one_name, many_name = table.columns
-    difference = (table[many_name] - table[one_name]).drop(["time per step", "images per step"])
+    difference = (table[many_name] - table[one_name]).drop(["time per step", "images per step",
+                                                             NCCL_IN_ALL])
     if difference.isna().any():
         print("no GPU: the profile holds wall time only, the parts are not measured")
         return
@@ -167,6 +212,10 @@ def explain_speedup(record: dict) -> None:
           f"= {devices * one_ms / many_ms:.2f} ×; the difference by part:")
     for part, ms in difference.sort_values(ascending=False).items():
         print(f"  {part:38s} {ms:+6.2f} ms")
+    if DDP_ON_ONE in table:
+        own_ms = table.loc["time per step", DDP_ON_ONE] - one_ms
+        print(f"of the {many_ms - one_ms:+.1f} ms, DDP's own work (one device under DDP) takes "
+              f"{own_ms:+.1f} ms and the other GPU with NCCL {many_ms - one_ms - own_ms:+.1f} ms")
     exposed = table.loc["all-reduce not hidden", many_name]
     print(speedup_verdict(record, devices * one_ms / (one_ms + exposed),
                           f"{devices:.0f}× less the exposed all-reduce"))

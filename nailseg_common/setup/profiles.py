@@ -54,6 +54,7 @@ class Profile:
     ddp_batch_size: int = 8  # per device
     ddp_max_steps: int = 8  # steps of the one-device run (the N-device run scales them)
     ddp_profile_epoch: int = 1  # the epoch whose steps are profiled
+    ddp_seeds: int = 1  # seeds of the one- and N-device runs (the first seed's are profiled)
 
     @property
     def device(self) -> torch.device:
@@ -103,7 +104,7 @@ PROFILES: dict[str, Profile] = {
         fast_max_steps=1500, val_every_n_epochs=3, ddp_devices=2, ddp_batch_size=60,
         # 07's schedule: 1000 steps ended at IoU 0.817 on one device and 800 at 0.831 on two
         # (notebook 08 on two H200s, 2026-11-26, synthetic set of generator version 4)
-        ddp_max_steps=1500, ddp_profile_epoch=3,
+        ddp_max_steps=1500, ddp_profile_epoch=3, ddp_seeds=3,
     ),
 }
 

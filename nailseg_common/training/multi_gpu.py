@@ -7,6 +7,7 @@ import argparse
 import collections
 import contextlib
 import json
+import math
 import os
 import warnings
 from pathlib import Path
@@ -277,3 +278,18 @@ def run(args: argparse.Namespace, profile: Profile) -> dict | None:
     warnings.filterwarnings("ignore", message=r".*self\.log\('(train_loss|val_loss|epoch_s)'")
     location = ensure_prepared(profile, args.data_root or None, progress=local_rank() == 0)
     return (validate if args.validate else train)(args, profile, location)
+
+
+LR_SCALING = {"none": lambda n: 1.0, "sqrt": math.sqrt, "linear": float}
+
+
+def device_plan(profile: Profile, devices: int, lr_scaling: str = "sqrt",
+                many_epochs: float = 1.6) -> dict:
+    """Notebook 07's recipe on ``devices`` devices: the peak lr times ``lr_scaling`` of N, the
+    warm-up over the same images, ``many_epochs`` times the epochs of one device."""
+    if lr_scaling not in LR_SCALING:
+        raise ValueError(f"lr_scaling must be one of {sorted(LR_SCALING)}, not {lr_scaling!r}")
+    epochs = many_epochs if devices > 1 else 1.0
+    return {"devices": devices, "lr": profile.fast_lr * LR_SCALING[lr_scaling](devices),
+            "warmup": math.ceil(profile.warmup_steps / devices),
+            "steps": math.ceil(profile.ddp_max_steps * epochs / devices)}
