@@ -565,9 +565,10 @@ def run(args: argparse.Namespace, profile: Profile) -> dict | None:
 #   times as far, so (b) trains for `many_epochs` times the epochs of (a),
 #   `⌈ddp_max_steps · many_epochs / N⌉` steps (the recipes tried are shown at the end);
 # - **(c)** and **(d)**: (b)'s final checkpoint validated on one device, then on N;
-# - **(e)**: (a) again on one device wrapped in DDP (`--ddp-on-one-device`): DDP's own work
-#   (its hooks, copying the gradients into buckets) with an all-reduce among one process,
-#   so that NCCL's share of a step on N devices can be told apart from DDP's;
+# - **(e)**, on a GPU: (a) again on one device wrapped in DDP (`--ddp-on-one-device`): DDP's
+#   own work (its hooks, copying the gradients into buckets) with an all-reduce among one
+#   process, so that NCCL's share of a step on N devices can be told apart from DDP's (a CPU
+#   profile holds wall time only, so there it would tell nothing);
 # - then (a) and (b) again for the further seeds of `ddp_seeds`: one seed is one draw.
 #
 # (a), (b) and (e) also profile a few steps of epoch `ddp_profile_epoch`. `device_plan`
@@ -632,7 +633,8 @@ one = run("one_device", *plan_options(one_plan, cfg.ddp_profile_epoch))
 many = run(f"{n_devices}_devices", *plan_options(many_plan, cfg.ddp_profile_epoch), "--record-samples")
 validation = {k: run(f"validate_{k}", "--validate", many["checkpoint"], "--devices", str(k))
               for k in sorted({1, n_devices})}
-ddp_one = run("one_device_ddp", *plan_options(one_plan, cfg.ddp_profile_epoch), "--ddp-on-one-device")
+ddp_one = run("one_device_ddp", *plan_options(one_plan, cfg.ddp_profile_epoch),
+              "--ddp-on-one-device") if on_gpu else None
 later = {name: [run(f"{plan['devices']}_devices_seed{seed}", *plan_options(plan), seed=seed)
                 for seed in range(1, cfg.ddp_seeds)] for name, plan in plans.items()}
 
