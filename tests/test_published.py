@@ -60,8 +60,9 @@ def test_published_notebook_ran_on_its_gpu_without_errors(pair, request):
 AWAITING_RERUN: dict[str, str] = {
     "08_two_gpus.ipynb": "its report comes from measure.two_gpus_report, its command line from "
                          "commands.train, its model starts from ImageNet and trains 07's whole "
-                         "recipe, and its seeds file is results/time_to_accuracy_h200.json: its "
-                         "next run on two GPUs re-publishes it",
+                         "recipe, its seeds file is results/time_to_accuracy_h200.json, and it "
+                         "runs ddp_seeds seeds and one GPU under DDP: its next run on two GPUs "
+                         "re-publishes it",
 }
 
 
