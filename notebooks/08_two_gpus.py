@@ -737,6 +737,9 @@ if committed is not None:
 #   steps splits the time of a step into compute, all-reduce not hidden and idle, and says
 #   where the rest of the 2 × goes.
 # - A global batch N × larger needs its own recipe: a larger learning rate and more epochs.
+# - One seed is one draw: the runs repeat for `ddp_seeds` seeds, each seed's runs on one
+#   device and on N start from the same weights, and the ratios are given as a median and a
+#   range over the seeds; one device under DDP splits DDP's own cost from the second GPU's.
 #
 # ## Exercises
 #
