@@ -563,16 +563,18 @@ def run(args: argparse.Namespace, profile: Profile) -> dict | None:
 #   by default) and the warm-up covers the same images (`⌈warmup_steps / N⌉` steps). A
 #   larger batch makes fewer, larger steps, and each step of a larger batch does not go N
 #   times as far, so (b) trains for `many_epochs` times the epochs of (a),
-#   `⌈ddp_max_steps · many_epochs / N⌉` steps (the recipes tried are shown at the end);
+#   `⌈ddp_max_steps · many_epochs / N⌉` steps (exercise 1 tries others);
 # - **(c)** and **(d)**: (b)'s final checkpoint validated on one device, then on N;
 # - **(e)**, on a GPU: (a) again on one device wrapped in DDP (`--ddp-on-one-device`): DDP's
 #   own work (its hooks, copying the gradients into buckets) with an all-reduce among one
 #   process, so that NCCL's share of a step on N devices can be told apart from DDP's (a CPU
 #   profile holds wall time only, so there it would tell nothing);
-# - then (a) and (b) again for the further seeds of `ddp_seeds`: one seed is one draw.
+# - then (a) and (b) again for the further seeds of `ddp_seeds` ((a) to (e) take seed 0):
+#   one seed is one draw.
 #
-# (a), (b) and (e) also profile a few steps of epoch `ddp_profile_epoch`. `device_plan`
-# writes notebook 07's recipe for N devices:
+# (a), (b) and (e) also profile a few steps of epoch `ddp_profile_epoch`, so seed 0's times
+# carry the profiler's cost, on one device and on N alike. `device_plan` writes notebook
+# 07's recipe for N devices:
 
 # %%
 #| export training.multi_gpu
