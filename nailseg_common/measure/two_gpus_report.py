@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import display
 
-from nailseg_common.core.statistics import Verdict, ratio_spread
+from nailseg_common.core.statistics import Verdict, median_range, ratio_spread
 from nailseg_common.measure.plots import plot_devices_speed, plot_iou_curves
 
 VALIDATION_METRICS = ("val_dice", "val_iou", "val_soft_dice", "val_loss")
@@ -22,11 +22,11 @@ def combine(one: dict, many: dict, validation: dict[int, dict], ddp_one: dict | 
             later: dict[str, list[dict]] | None = None) -> dict:
     """The launches as one record: both runs, the validation comparison, coverage, one
     device under DDP (``ddp_one``), and the runs of every seed (``later``: the further
-    seeds' runs, by the names of ``one`` and ``many``)."""
+    seeds' runs, under the names ``combine`` gives ``one`` and ``many``)."""
     first, last = validation[min(validation)], validation[max(validation)]
     differences = {name: abs(first[name] - last[name]) for name in VALIDATION_METRICS}
     runs = {"one device": one, f"{many['world_size']} devices": many}
-    later = dict(zip(runs, (later or {}).values()))
+    later = later or {}
     return {"date": many["date"], "devices": many["devices"], "versions": many["versions"],
             "python": many["python"], "runs": runs, "ddp_on_one_device": ddp_one,
             "seeds": {name: [run, *later.get(name, [])] for name, run in runs.items()},
@@ -131,10 +131,11 @@ def show_seeds(record: dict, level: float) -> None:
     display(table.round(2))
     many_name = list(record["seeds"])[1]
     for column, what in (("img/s ratio", "images/s"), ("time ratio", f"time to IoU {level}")):
-        values = table[column].dropna()
+        values = table[column].dropna().tolist()
         missing = len(table) - len(values)
-        summary = (f"median {values.median():.2f} (range {values.min():.2f}–{values.max():.2f})"
-                   if len(values) else "not measured")
+        spread = median_range(values) if values else None
+        summary = (f"median {spread['median']:.2f} (range {spread['min']:.2f}–{spread['max']:.2f})"
+                   if spread else "not measured")
         print(f"{what}, {many_name} ÷ one, over {len(values)} seed(s): {summary}"
               + (f"; {missing} seed(s) without it (level not reached, or too few epochs)"
                  if missing else ""))
