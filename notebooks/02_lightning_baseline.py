@@ -794,7 +794,7 @@ levels.mean().to_frame(f"{len(levels)} validation masks at {cfg.image_size} px")
 # Notebooks 03 and 04 judge their own runs the same way.
 
 # %%
-print(run_logs.outline_verdict(model.val_dice_per_image, valid_labels))
+print(run_logs.outline_verdict(model.val_dice_per_image, valid_labels, cfg.device))
 
 # %% [markdown]
 # ## Predictions over the ground truth

@@ -536,7 +536,7 @@ trainer = make_trainer(cfg, "03_kornia", callbacks=[kornia_speed], enable_checkp
 trainer.fit(model, CachedNailDataModule(data, cfg))
 kornia_metrics, kornia_dice = run_logs.read_metrics(trainer), model.val_dice_per_image
 print(f"{trainer.global_step} steps, {len(kornia_metrics)} epochs: {kornia_speed.images_per_second():.1f} img/s")
-print(run_logs.outline_verdict(kornia_dice, load_cache(data, cfg.image_size, "valid")[1]))
+print(run_logs.outline_verdict(kornia_dice, load_cache(data, cfg.image_size, "valid")[1], cfg.device))
 
 # %% [markdown]
 # ### Against notebook 02, from its log

@@ -594,7 +594,7 @@ if HAVE_DALI:
     trainer = make_trainer(cfg, "04_dali", callbacks=[speed := TrainingSpeed()])
     trainer.fit(model, datamodule=DALINailDataModule(data, cfg))
     dali_metrics, dali_dice = run_logs.read_metrics(trainer), model.val_dice_per_image
-    print(run_logs.outline_verdict(dali_dice, torch.cat([b["label"].cpu() for b in valid_loader])))
+    print(run_logs.outline_verdict(dali_dice, torch.cat([b["label"].cpu() for b in valid_loader]), cfg.device))
     resident = [{k: v.to(cfg.device) for k, v in b.items()} for b, _ in zip(train_loader, range(4))]
     bound = bound_images_per_second(
         cfg, lambda: LitNailSegmentation(cfg.encoder, cfg.lr, cfg.max_steps), resident, 5 * cfg.bench_steps)

@@ -158,6 +158,10 @@ print(f"this run: {device_name}; {dali_status()}")
 #   average of two: the image's logits and those of its mirror image, mirrored back. It
 #   doubles the cost of a validation, not of a step.
 #
+# Predictions outside training run the U-Net uncompiled (`torch.compiler.set_stance`): an
+# evaluation-mode forward without gradients is a graph of its own, and compiling it would
+# cost more than the few batches of a validation could ever win back.
+#
 # It also keeps a batch's `sample_id` (notebook 04's DALI graph can add it), which notebook
 # 08 uses to check what each GPU saw. (Cells that start with `#| export fast_training` are
 # written into `nailseg_common.training.fast_training` by `make export`.)
@@ -172,11 +176,8 @@ from nailseg_common.training.unet import LitNailSegmentation
 
 
 class FastNailSegmentation(LitNailSegmentation):
-    """Notebook 02's module with a faster step: ``compile_model`` (the U-Net through
-    ``torch.compile``), ``fused_optimizer`` (AdamW's fused kernel), ``warmup_steps`` of linear
-    warm-up before the cosine decay, ``half_resolution_head`` (:func:`predict_at_half_resolution`)
-    and ``flip_average`` (predictions outside training averaged with the mirror image's). Other
-    keyword arguments go to :class:`LitNailSegmentation`; ``sample_id`` in a batch is kept."""
+    """Notebook 02's module with the faster step and recipe of the list above. Other keyword
+    arguments go to :class:`LitNailSegmentation`; ``sample_id`` in a batch is kept."""
 
     def __init__(self, *, compile_model: bool = False, fused_optimizer: bool = False,
                  warmup_steps: int = 0, half_resolution_head: bool = False,
@@ -188,9 +189,12 @@ class FastNailSegmentation(LitNailSegmentation):
             self.model.compile()
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
-        logits = super().forward(image)
-        if self.hparams.flip_average and not self.training:
-            logits = 0.5 * (logits + super().forward(image.flip(-1)).flip(-1))
+        if self.training:
+            return super().forward(image)
+        with torch.compiler.set_stance("force_eager"):  # no second graph for evaluation
+            logits = super().forward(image)
+            if self.hparams.flip_average:
+                logits = 0.5 * (logits + super().forward(image.flip(-1)).flip(-1))
         return logits
 
     def on_after_batch_transfer(self, batch: dict, dataloader_idx: int) -> dict:
@@ -211,8 +215,7 @@ class FastNailSegmentation(LitNailSegmentation):
             return 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warmup) / max(1, total - warmup))))
 
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-        return {"optimizer": optimizer,
-                "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
 
 # %% [markdown]
@@ -291,6 +294,8 @@ print(f"the course's step: batch {cfg.batch_size}, lr {cfg.lr}; the faster recip
 # `FlopCounterMode` counts the floating-point operations of every convolution and matrix
 # product that runs inside it (elementwise work is not counted: it is cheap in FLOPs and
 # expensive in memory traffic). One training image costs its forward and backward pass.
+# Counting needs shapes, not numbers, so it runs on PyTorch's `meta` device: tensors with
+# a shape and no data, where nothing is computed.
 # The peak is measured in the same run as the bf16 rate of a large matrix product on a GPU,
 # timed with the course's clock (`matmul_peak_tflops` in `nailseg_common.measure.profiling`),
 # and shown beside the datasheet's dense bf16 figure where the device is one we know
@@ -301,10 +306,10 @@ print(f"the course's step: batch {cfg.batch_size}, lr {cfg.lr}; the faster recip
 from torch.utils.flop_counter import FlopCounterMode
 
 
-def training_flops_per_image(model: LitNailSegmentation, image_size: int, device: torch.device) -> dict:
-    """FLOPs of ``model``'s forward and of forward + backward, for one image."""
-    model = model.to(device)
-    image = torch.rand(1, 3, image_size, image_size, device=device)
+def training_flops_per_image(model: LitNailSegmentation, image_size: int) -> dict:
+    """FLOPs of ``model``'s forward and forward + backward for one image (``model`` moves to meta)."""
+    model = model.to("meta")
+    image = torch.rand(1, 3, image_size, image_size, device="meta")
     with FlopCounterMode(display=False) as forward, torch.no_grad():
         model(image)
     with FlopCounterMode(display=False) as training:
@@ -313,9 +318,9 @@ def training_flops_per_image(model: LitNailSegmentation, image_size: int, device
 
 
 # %%
-flops = training_flops_per_image(LitNailSegmentation(encoder=cfg.encoder), cfg.image_size, cfg.device)
+flops = training_flops_per_image(LitNailSegmentation(encoder=cfg.encoder), cfg.image_size)
 half = functools.partial(FastNailSegmentation, half_resolution_head=fast.fast_half_resolution_head)
-recipe_flops = training_flops_per_image(half(encoder=cfg.encoder), cfg.image_size, cfg.device)
+recipe_flops = training_flops_per_image(half(encoder=cfg.encoder), cfg.image_size)
 peak_measured = matmul_peak_tflops(cfg.device)
 print(f"U-Net {cfg.encoder} at {cfg.image_size} px, GFLOP per image: {flops['forward'] / 1e9:.1f} forward, "
       f"{flops['training'] / 1e9:.1f} forward + backward; the faster recipe's {recipe_flops['training'] / 1e9:.1f}")
@@ -348,7 +353,7 @@ resident = {p.batch_size: resident_batches(train_loader_of(training_datamodule(d
 rates = {"02's step (eager, AdamW foreach)": (cfg, flops, step_rate(cfg, resident[cfg.batch_size],
                                                                     FastNailSegmentation))}
 fused = functools.partial(FastNailSegmentation, fused_optimizer=on_gpu)
-rates["+ fused AdamW"] = (cfg, flops, step_rate(cfg, resident[cfg.batch_size], fused))
+rates["+ fused AdamW" + ("" if on_gpu else ", off here")] = (cfg, flops, step_rate(cfg, resident[cfg.batch_size], fused))
 rates[f"+ batch {fast.batch_size}"] = (fast, flops, step_rate(fast, resident[fast.batch_size], fused))
 fused_half = functools.partial(half, fused_optimizer=on_gpu)
 rates["+ half-resolution head" + ("" if fast.fast_half_resolution_head else ", off here")] = (

@@ -19,6 +19,7 @@ from nailseg_common.training.fast_training import (
     common_level,
     mask_iou,
     seconds_to_level,
+    training_flops_per_image,
     warm_up,
 )
 from nailseg_common.training.trainer import make_trainer
@@ -124,6 +125,39 @@ def test_flip_average_predicts_the_mirror_image_of_the_mirror_images_prediction(
     assert torch.equal(averaged(image), plain.train()(image))  # training sees each image once
 
 
+def test_predictions_outside_training_run_the_compiled_unet_uncompiled():
+    graphs = []
+
+    def counting_backend(graph, example_inputs):  # a torch.compile back end that runs eagerly
+        graphs.append(graph)
+        return graph.forward
+
+    model = smoke_model()
+    model.model.compile(backend=counting_backend)
+    image = torch.rand(2, 3, SMOKE.image_size, SMOKE.image_size)
+    try:
+        with torch.no_grad():
+            model.eval()(image)
+        assert graphs == []
+        model.train()(image)
+        assert len(graphs) >= 1
+    finally:
+        torch.compiler.reset()
+
+
+def test_flops_are_counted_on_the_meta_device_as_on_the_cpu():
+    from torch.utils.flop_counter import FlopCounterMode
+
+    torch.manual_seed(0)
+    model, image = smoke_model(), torch.rand(1, 3, SMOKE.image_size, SMOKE.image_size)
+    with FlopCounterMode(display=False) as on_cpu, torch.no_grad():
+        model(image)
+    counted = training_flops_per_image(model, SMOKE.image_size)
+    assert counted["forward"] == on_cpu.get_total_flops() > 0
+    assert counted["training"] > 2 * counted["forward"]  # the backward costs about twice the forward
+    assert next(model.parameters()).device.type == "meta"
+
+
 def test_reuse_hands_back_the_same_model_with_the_pipelines_augmentation():
     model = smoke_model()
     make_model = reuse(model)
@@ -197,7 +231,8 @@ def test_profile_step_times_the_steps_after_the_first(tmp_path, monkeypatch):
 
 
 def test_the_gpu_recipes_batch_divides_the_synthetic_split(monkeypatch):
-    """One validation shape, so one compiled validation graph: 60 divides 960 and 240."""
+    """One training and one validation shape (60 divides 960 and 240): each new shape costs
+    cuDNN a run-time compilation, and a compiled model a graph."""
     monkeypatch.setattr("nailseg_common.setup.profiles.gpu_available", lambda: True)
     gpu = select_profile("gpu")
     train, valid = round(gpu.num_images * 0.8), round(gpu.num_images * 0.2)

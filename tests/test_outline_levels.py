@@ -32,7 +32,7 @@ def test_outline_levels_score_the_grown_masks():
     assert levels.loc[0, "1 px larger"] == pytest.approx(2 * 16 / (16 + 36))
     assert levels.loc[0, "2 px larger"] == pytest.approx(2 * 16 / (16 + 64))
     assert levels.loc[0, "1 px smaller"] == pytest.approx(2 * 4 / (4 + 16))
-    verdict = outline_verdict(torch.tensor([1.0, 1.0]), torch.cat([square(4), square(4)]))
+    verdict = outline_verdict(torch.tensor([1.0, 1.0]), torch.cat([square(4), square(4)]), torch.device("cpu"))
     assert isinstance(verdict, Verdict) and verdict.target == pytest.approx(0.4)
 
 

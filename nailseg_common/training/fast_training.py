@@ -21,11 +21,8 @@ from nailseg_common.training.unet import LitNailSegmentation, per_image_iou
 
 
 class FastNailSegmentation(LitNailSegmentation):
-    """Notebook 02's module with a faster step: ``compile_model`` (the U-Net through
-    ``torch.compile``), ``fused_optimizer`` (AdamW's fused kernel), ``warmup_steps`` of linear
-    warm-up before the cosine decay, ``half_resolution_head`` (:func:`predict_at_half_resolution`)
-    and ``flip_average`` (predictions outside training averaged with the mirror image's). Other
-    keyword arguments go to :class:`LitNailSegmentation`; ``sample_id`` in a batch is kept."""
+    """Notebook 02's module with the faster step and recipe of the list above. Other keyword
+    arguments go to :class:`LitNailSegmentation`; ``sample_id`` in a batch is kept."""
 
     def __init__(self, *, compile_model: bool = False, fused_optimizer: bool = False,
                  warmup_steps: int = 0, half_resolution_head: bool = False,
@@ -37,9 +34,12 @@ class FastNailSegmentation(LitNailSegmentation):
             self.model.compile()
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
-        logits = super().forward(image)
-        if self.hparams.flip_average and not self.training:
-            logits = 0.5 * (logits + super().forward(image.flip(-1)).flip(-1))
+        if self.training:
+            return super().forward(image)
+        with torch.compiler.set_stance("force_eager"):  # no second graph for evaluation
+            logits = super().forward(image)
+            if self.hparams.flip_average:
+                logits = 0.5 * (logits + super().forward(image.flip(-1)).flip(-1))
         return logits
 
     def on_after_batch_transfer(self, batch: dict, dataloader_idx: int) -> dict:
@@ -60,8 +60,7 @@ class FastNailSegmentation(LitNailSegmentation):
             return 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warmup) / max(1, total - warmup))))
 
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-        return {"optimizer": optimizer,
-                "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
 
 class SkipBlock(torch.nn.Module):
@@ -97,10 +96,10 @@ def recipe_model(profile: Profile) -> FastNailSegmentation:
                                 flip_average=profile.fast_flip_average)
 
 
-def training_flops_per_image(model: LitNailSegmentation, image_size: int, device: torch.device) -> dict:
-    """FLOPs of ``model``'s forward and of forward + backward, for one image."""
-    model = model.to(device)
-    image = torch.rand(1, 3, image_size, image_size, device=device)
+def training_flops_per_image(model: LitNailSegmentation, image_size: int) -> dict:
+    """FLOPs of ``model``'s forward and forward + backward for one image (``model`` moves to meta)."""
+    model = model.to("meta")
+    image = torch.rand(1, 3, image_size, image_size, device="meta")
     with FlopCounterMode(display=False) as forward, torch.no_grad():
         model(image)
     with FlopCounterMode(display=False) as training:

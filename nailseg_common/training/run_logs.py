@@ -180,12 +180,11 @@ def runs_table(runs: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame.from_dict({name: run_summary(m) for name, m in runs.items()}, orient="index")
 
 
-def outline_verdict(val_dice_per_image, labels) -> Verdict:
+def outline_verdict(val_dice_per_image, labels, device: torch.device) -> Verdict:
     """The course's accuracy target (notebook 02): a model's per-image hard Dice against its
     ``labels`` drawn 2 px too large (``training.unet.outline_levels``). ``labels`` come in
     loader order, of which the first ``len(val_dice_per_image)`` (a capped validation) count.
-    The max-pools run on the GPU when there is one (hundreds of masks take seconds on a CPU)."""
-    labels = labels[: len(val_dice_per_image)]
-    level = outline_levels(labels.to("cuda") if torch.cuda.is_available() else labels)["2 px larger"]
+    The max-pools run on ``device`` (on a GPU, hundreds of masks take far less than on a CPU)."""
+    level = outline_levels(labels[: len(val_dice_per_image)].to(device))["2 px larger"]
     return Verdict("hard Dice", val_dice_per_image.mean().item(), level.mean(),
                    difference_spread(val_dice_per_image, level), "masks drawn 2 px too large")
