@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Execute course notebooks one after the other in the `gpu` profile with the profile's
 # defaults (the published edition), each into OUTDIR/<name>.ipynb, and append its papermill
-# wall time to OUTDIR/timings.tsv. Used on the lent H100:
+# wall time to OUTDIR/timings.tsv. Used on the lent GPU machines:
 #   bash tools/run_edition.sh OUTDIR 01 02 03
+# Set a fresh machine up first, outside the timings: its packages compiled to bytecode, as pip
+# does when it installs (the lent image ships torch without it, and its Python writes none):
+#   python3 -m compileall -q -j 16 /root/gpu-site "$(python3 -c 'import torch, pathlib; print(pathlib.Path(torch.__file__).parents[1])')"
 set -uo pipefail
 out="$1"; shift
 mkdir -p "$out"
