@@ -7,6 +7,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset
+from torch.utils.flop_counter import FlopCounterMode
 
 from nailseg_common.measure.benchmark import profile_step, reuse
 from nailseg_common.measure.timing import resident_batches
@@ -147,8 +148,6 @@ def test_predictions_outside_training_run_the_compiled_unet_uncompiled():
 
 
 def test_flops_are_counted_on_the_meta_device_as_on_the_cpu():
-    from torch.utils.flop_counter import FlopCounterMode
-
     torch.manual_seed(0)
     model, image = smoke_model(), torch.rand(1, 3, SMOKE.image_size, SMOKE.image_size)
     with FlopCounterMode(display=False) as on_cpu, torch.no_grad():
