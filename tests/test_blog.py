@@ -421,6 +421,20 @@ def test_a_notebook_with_an_error_stops_the_render(tmp_path):
     assert not (tmp_path / "_posts").exists() and not (tmp_path / "site").exists()
 
 
+def test_a_notebook_cut_short_is_named_by_make_blog(tmp_path, capsys):
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    execute([new_markdown_cell("# 03 · Cut")], notebooks / "03_cut.ipynb")
+    whole = (notebooks / "03_cut.ipynb").read_bytes()
+    (notebooks / "03_cut.ipynb").write_bytes(whole[:len(whole) // 2])
+    assert blog.main(["--notebooks", str(notebooks), "--posts", str(tmp_path / "_posts"),
+                      "--site", str(tmp_path / "site")]) == 1
+    err = capsys.readouterr().err
+    assert f"{notebooks / '03_cut.ipynb'} cannot be read as a notebook (NotJSONError)" in err
+    assert err.count("\n") == 2 and "Traceback" not in err  # "cannot publish:" and the notebook
+    assert not (tmp_path / "_posts").exists()
+
+
 def test_figures_lost_to_a_non_inline_backend_stop_the_render(tmp_path):
     execute(
         [

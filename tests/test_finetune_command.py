@@ -157,9 +157,27 @@ def test_ctrl_c_in_a_run_ends_in_one_line(fine_tuned, folders, monkeypatch):
     monkeypatch.setattr(PhotosOnDevice, "train_dataloader", interrupt)
     handler = signal.getsignal(signal.SIGINT)
     result = run(fine_tuned.photos, folders / "out", *OPTIONS)
-    assert (result.code, result.err) == (130, STOPPED + "\n")
+    assert (result.code, result.err) == (130, f"stopped (Ctrl-C): {STOPPED}\n")
     assert signal.getsignal(signal.SIGINT) is handler  # Lightning ignores Ctrl-C after its own
     assert not (folders / "out" / MODEL).exists()
+
+
+def test_sigterm_in_a_run_exits_143_and_leaves_the_earlier_model(fine_tuned, folders,
+                                                                  monkeypatch):
+    def terminate(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises here
+
+    out = folders / "out"
+    out.mkdir()
+    (out / MODEL).write_bytes(b"an earlier run's model")
+    monkeypatch.setattr(PhotosOnDevice, "train_dataloader", terminate)
+    handler = signal.getsignal(signal.SIGTERM)
+    result = run(fine_tuned.photos, out, *OPTIONS, "--force")
+    assert (result.code, result.err) == (143, f"stopped (SIGTERM): {STOPPED}\n")
+    assert sorted(path.name for path in out.iterdir()) == [MODEL]
+    assert (out / MODEL).read_bytes() == b"an earlier run's model"
+    assert signal.getsignal(signal.SIGTERM) is handler
 
 
 def test_the_command_line_names_the_missing_folder_without_a_traceback(tmp_path):
@@ -302,8 +320,9 @@ def test_ctrl_c_while_starting_ends_in_one_line(monkeypatch, capsys):
     def interrupt(name):
         raise KeyboardInterrupt
     monkeypatch.setattr(command_line.importlib, "import_module", interrupt)
-    assert command_line.fine_tune() == command_line.predict() == command_line.prepare() == 130
-    assert capsys.readouterr().err == f"{command_line.STARTING}\n" * 3
+    assert (command_line.fine_tune() == command_line.predict() == command_line.prepare()
+            == command_line.train() == 130)
+    assert capsys.readouterr().err == f"stopped (Ctrl-C) while starting: {command_line.STARTING}\n" * 4
     with pytest.raises(SystemExit) as stop, command_line.starting("__main__"):
         raise KeyboardInterrupt
     assert stop.value.code == 130

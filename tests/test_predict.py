@@ -224,11 +224,13 @@ def test_out_inside_images_is_not_read_again(model, tmp_path, capsys):
 def test_an_interrupted_write_leaves_no_half_written_file(model, tmp_path, capsys, monkeypatch):
     photo(tmp_path / "photos" / "a.jpg")
 
-    def interrupted(image, target, *args, **kwargs):
-        Path(target).write_bytes(b"\x89PNG half")
+    write_bytes = Path.write_bytes
+
+    def interrupted(path, data):
+        write_bytes(path, data[:len(data) // 2])
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(Image.Image, "save", interrupted)
+    monkeypatch.setattr(Path, "write_bytes", interrupted)
     code, _, err = predict(capsys, tmp_path / "photos", tmp_path / "out",
                            checkpoint=model.checkpoint)
     assert code == 130 and err.startswith("stopped (Ctrl-C)") and err.count("\n") == 1
@@ -350,6 +352,32 @@ def test_links_to_folders_are_followed_once_and_unreadable_folders_named(
                                        "linked/b_overlay.jpg"}
     assert f"error: 1 folders could not be read: locked: give your user read access " \
            f"(chmod -R u+rX {images})" in err
+
+
+def test_links_that_lead_nowhere_are_named_and_the_other_photos_written(model, tmp_path, capsys):
+    images = tmp_path / "photos"
+    photo(images / "a.jpg")
+    (images / "loop.jpg").symlink_to("loop.jpg")
+    (images / "gone.jpg").symlink_to(tmp_path / "deleted.jpg")
+    code, stdout, err = predict(capsys, images, tmp_path / "out", checkpoint=model.checkpoint)
+    assert code == 1 and "1 of 1 photos" in stdout
+    assert files(tmp_path / "out") == {"a.png", "a_overlay.jpg"}
+    assert ("error: 2 links lead nowhere (a loop, or a missing target): gone.jpg, loop.jpg: "
+            "point them at a photo, or remove them.") in err
+
+
+def test_a_write_that_lands_short_leaves_no_file_under_its_name(model, tmp_path, capsys,
+                                                               monkeypatch):
+    """An encoder or file system that drops part of a write without an error: the size on
+    disk is checked before the file is renamed into place."""
+    photo(tmp_path / "photos" / "a.jpg")
+    write_bytes = Path.write_bytes
+    monkeypatch.setattr(Path, "write_bytes", lambda path, data: write_bytes(path, data[:10]))
+    code, _, err = predict(capsys, tmp_path / "photos", tmp_path / "out",
+                           checkpoint=model.checkpoint)
+    assert code == 2 and err.count("\n") == 1
+    assert f"Cannot write {tmp_path / 'out' / 'a.png'}" in err and "bytes landed" in err
+    assert files(tmp_path / "out") == set()
 
 
 def test_an_unwritable_out_is_named_not_a_temporary_file(model, tmp_path, capsys, monkeypatch):

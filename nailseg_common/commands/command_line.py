@@ -1,15 +1,18 @@
-"""How the course's commands end on a user's mistake or Ctrl-C: one line naming the file and
-the fix, no traceback. Light to import (no torch): a command's heavy imports come after it,
-inside :func:`starting`, so Ctrl-C during them ends in one line too."""
+"""How the course's commands end on a user's mistake, Ctrl-C or SIGTERM: one line naming the
+file and the fix, no traceback, and an exit status a script can trust (2 a mistake, 130 Ctrl-C,
+143 SIGTERM). Light to import (no torch): a command's heavy imports come after it, inside
+:func:`starting`, so a stop during them ends in one line too."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import importlib
+import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,31 +22,63 @@ from nailseg_common.core.errors import DataError
 if TYPE_CHECKING:
     import torch
 
-STARTING = "stopped (Ctrl-C) while starting: nothing was written."
+STARTING = "nothing was written."
+"""What a stop while a command starts leaves."""
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised where the process is (as Ctrl-C raises :class:`KeyboardInterrupt`), so
+    that a command stopped by it ends like one stopped by Ctrl-C: nothing kept half-written, one
+    line, a non-zero exit. Lightning calls the handler too (it keeps the one it finds)."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+def on_sigterm_raise() -> Callable | int | None:
+    """From now on SIGTERM raises :class:`Terminated` (in the main thread, where signals go);
+    the handler it had."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _terminated)
+
+
+STOPS = {KeyboardInterrupt: ("Ctrl-C", 130), Terminated: ("SIGTERM", 143)}
+"""What stops a command: the name its line gives, and the exit status (128 + the signal)."""
+
+
+def stopped(stop: BaseException, leaves: str, starting: bool = False) -> int:
+    """Print the one line of a command stopped by ``stop`` (``stopped (Ctrl-C): <leaves>``);
+    its exit status."""
+    name, status = STOPS[type(stop)]
+    print(f"stopped ({name}){' while starting' if starting else ''}: {leaves}", file=sys.stderr)
+    return status
 
 
 @contextlib.contextmanager
 def starting(module: str) -> Iterator[None]:
-    """Around a command module's heavy imports (torch...): Ctrl-C there ends in one line, exit
-    130, when the module runs as ``python -m`` (``module`` is its ``__name__``); imported, the
-    :class:`KeyboardInterrupt` goes on to the importer (:func:`launch`'s line)."""
+    """Around a command module's heavy imports (torch...): Ctrl-C or SIGTERM there ends in one
+    line when the module runs as ``python -m`` (``module`` is its ``__name__``); imported, the
+    stop goes on to the importer (:func:`launch`'s line)."""
+    if module == "__main__":
+        on_sigterm_raise()
     try:
         yield
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Terminated) as stop:
         if module != "__main__":
             raise
-        print(STARTING, file=sys.stderr)
-        raise SystemExit(130) from None
+        raise SystemExit(stopped(stop, STARTING, starting=True)) from None
 
 
 def launch(module: str) -> int:
     """Import ``nailseg_common.commands.<module>`` and run its ``main()``: the entry points'
-    start, so Ctrl-C during the imports prints one line, exit 130."""
+    start, so Ctrl-C or SIGTERM during the imports prints one line; the exit status."""
+    on_sigterm_raise()
     try:
         main = importlib.import_module(f"nailseg_common.commands.{module}").main
-    except KeyboardInterrupt:
-        print(STARTING, file=sys.stderr)
-        return 130
+    except (KeyboardInterrupt, Terminated) as stop:
+        return stopped(stop, STARTING, starting=True)
     return main()
 
 
@@ -60,6 +95,11 @@ def fine_tune() -> int:
 def prepare() -> int:
     """``nailseg-prepare``."""
     return launch("prepare")
+
+
+def train() -> int:
+    """``nailseg-train``."""
+    return launch("train")
 
 
 def joined_numbers(argv: list[str], options: tuple[str, ...]) -> list[str]:
@@ -123,48 +163,59 @@ def check_numbers(parser: argparse.ArgumentParser, args: argparse.Namespace,
         setattr(args, dest, value)
 
 
-def run_command(command: Callable[[], int], stopped: str) -> int:
+def run_command(command: Callable[[], int], leaves: str) -> int:
     """``command()``'s exit status; a :class:`DataError` is printed on stderr as one line,
-    ``error: ...`` (a listing's lines joined), exit 2; Ctrl-C prints ``stopped``, exit 130."""
+    ``error: ...`` (a listing's lines joined), exit 2; Ctrl-C or SIGTERM prints one line saying
+    what the stop ``leaves`` (:func:`stopped`), exit 130 or 143; SIGTERM's handler restored."""
+    previous = on_sigterm_raise()
     try:
         return command()
     except DataError as error:
         lines = (line.strip() for line in str(error).splitlines())
         print(f"error: {' '.join(line for line in lines if line)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(stopped, file=sys.stderr)
-        return 130
+    except (KeyboardInterrupt, Terminated) as stop:
+        return stopped(stop, leaves)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
-def unwritable_out(shown: str, reason: str) -> DataError:
+OUT_FIX = "pass an OUT folder you can write."
+
+
+def unwritable_out(shown: str, reason: str, fix: str = OUT_FIX) -> DataError:
     """The error of a command's OUT folder (``shown`` as typed) that cannot be written."""
-    return DataError(f"Cannot write to OUT {shown} ({reason}): pass an OUT folder you can write.")
+    return DataError(f"Cannot write to {shown} ({reason}): {fix}")
 
 
-def create_out(out: Path, shown: str) -> None:
-    """Create a command's OUT folder ``out`` (``shown`` as typed) before its first output;
-    :func:`unwritable_out` when it cannot be created or written."""
+def create_out(out: Path, shown: str, fix: str = OUT_FIX) -> None:
+    """Create a command's output folder ``out`` (``shown`` as the message names it, ``OUT x``
+    for a command's OUT argument) before its first output; :func:`unwritable_out`, ending with
+    ``fix``, when it cannot be created or written."""
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise unwritable_out(shown, error.strerror or str(error)) from None
+        raise unwritable_out(shown, error.strerror or str(error), fix) from None
     if not os.access(out, os.W_OK | os.X_OK):
-        raise unwritable_out(shown, "permission denied")
+        raise unwritable_out(shown, "permission denied", fix)
 
 
 @contextlib.contextmanager
-def lightning_ctrl_c() -> Iterator[None]:
-    """Lightning ends a fit that Ctrl-C stopped with ``sys.exit(1)``, Ctrl-C ignored from then
-    on: raise :class:`KeyboardInterrupt` instead (:func:`run_command`'s line), Ctrl-C's
-    handler back. Lightning's exit on SIGTERM goes on as it is."""
+def lightning_stops() -> Iterator[None]:
+    """Around Lightning's fits, so that a stop ends in :func:`run_command`'s one line: Lightning
+    ends a fit that Ctrl-C stopped with ``sys.exit(1)``, Ctrl-C ignored from then on: raise
+    :class:`KeyboardInterrupt` instead, Ctrl-C's handler back. Lightning's own exit on SIGTERM
+    (a ``SystemExit`` without a code, were :class:`Terminated` not raised first) is a SIGTERM
+    too, and its log line of the signal is left out."""
     from pytorch_lightning.utilities.exceptions import SIGTERMException
 
+    logging.getLogger("pytorch_lightning.trainer.connectors.signal_connector").setLevel(logging.WARNING)
     handler = signal.getsignal(signal.SIGINT)
     try:
         yield
-    except SIGTERMException:
-        raise
+    except SIGTERMException as stop:
+        raise Terminated from stop
     except SystemExit as stop:
         signal.signal(signal.SIGINT, handler)
         raise KeyboardInterrupt from stop

@@ -18,7 +18,8 @@ versions, date, scores) and, last, ``OUT/model.pt``, which
 ``nailseg-predict --checkpoint OUT/model.pt`` reads.
 
 Exit status: 0 done; 2, with one line naming the file and the fix, when an input cannot be
-used (see ``docs/troubleshooting.md``); 130 after Ctrl-C.
+used (see ``docs/troubleshooting.md``); 130 after Ctrl-C, 143 after SIGTERM (nothing of the
+run written).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from nailseg_common.commands.command_line import (
     choose_device,
     create_out,
     joined_numbers,
-    lightning_ctrl_c,
+    lightning_stops,
     peak_lr,
     run_command,
     starting,
@@ -108,8 +109,9 @@ ZERO_SHOT, FINE_TUNED = "zero-shot", "fine-tuned"
 JSON_KEYS = {"hard Dice": "hard_dice", "±": "hard_dice_spread", "IoU": "iou", "IoU ±": "iou_spread",
              "worst Dice": "worst_dice"}
 """The names in summary.json of the score table's columns."""
-STOPPED = (f"stopped (Ctrl-C): nothing half-written was kept ({MODEL}, {SCORES} and {SUMMARY} "
-           "land together); run the same command again.")
+STOPPED = (f"nothing of this run was written ({MODEL}, {SCORES} and {SUMMARY} land together; "
+           "those in OUT, if any, are an earlier run's); run the same command again.")
+"""What a stop (Ctrl-C, SIGTERM) leaves: the end of its one line."""
 
 
 NUMBERS = {
@@ -128,7 +130,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="nailseg-finetune", description=__doc__.splitlines()[0],
         epilog="Exit status: 0 done; 2 no model written (the message says why); 130 stopped "
-               "by Ctrl-C. Then: nailseg-predict PHOTOS MASKS --checkpoint "
+               "by Ctrl-C, 143 by SIGTERM. Then: nailseg-predict PHOTOS MASKS --checkpoint "
                "OUT/model.pt.")
     parser.add_argument("photos_root", metavar="PHOTOS_ROOT", type=Path,
                         help="your photos and masks: Images/<type>/ and Masks/<type>/, or flat "
@@ -152,7 +154,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "may pay, see lab/real_photos_recipe")
     parser.add_argument("--image-size", default=None,
                         help="side of the square the model sees, a multiple of 32 (default: "
-                             "the profile's finetune_image_size: smoke 64, cpu 160, gpu 384)")
+                             "the profile's finetune_image_size: smoke 64, cpu 128, gpu 384)")
     parser.add_argument("--folds", default=5,
                         help="folds of the cross-validation (default 5; with fewer photos, one "
                              "a photo)")
@@ -229,7 +231,7 @@ def score_and_fine_tune(cfg: Profile, frame: pd.DataFrame, photos: BatchSlices, 
     everything = np.arange(len(frame))
     with (contextlib.closing(progress(range(len(folds) + 1), "fine-tuning runs")) as runs,
           contextlib.redirect_stdout(io.StringIO()),  # each run's step lines: the bar says it
-          warnings.catch_warnings(), lightning_ctrl_c()):
+          warnings.catch_warnings(), lightning_stops()):
         warnings.filterwarnings("ignore", "Total length of `DataLoader` across ranks is zero")
 
         def counted_start(name: str) -> LitNailSegmentation:
@@ -288,7 +290,7 @@ def fine_tune_photos(args: argparse.Namespace, argv: list[str]) -> int:
     except DataError as error:  # preparation's layout advice is the notebooks': this command's
         raise DataError(str(error).replace(LAYOUT_HELP, PHOTOS_HELP)) from None
     cfg = fit_batch_to_split(cfg, data)
-    create_out(out, str(args.out))  # before the runs: an OUT it cannot write stops it now
+    create_out(out, f"OUT {args.out}")  # before the runs: an OUT it cannot write stops it now
     check_space(out, checkpoint)
     frame, photos = photos_on_device(data, cfg)
     folds = k_folds(len(frame), min(args.folds, len(frame))) if args.cross_validation else []

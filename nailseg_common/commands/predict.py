@@ -24,8 +24,9 @@ Exit status: 2, with one line naming the path and the fix, when the run cannot s
 missing or without photos, no checkpoint or not one of the course's, an OUT that holds other
 files or cannot be written, a wrong profile...). A photo that cannot be read is skipped with
 a warning and the others are written (one bad file in a phone's dump should not cost the
-rest of the run); skipped photos, photos in other formats (HEIC, WebP, GIF...) and folders
-that cannot be read are listed at the end and the exit status is 1. 130 after Ctrl-C.
+rest of the run); skipped photos, photos in other formats (HEIC, WebP, GIF...), folders that
+cannot be read and links that lead nowhere (loops, missing targets) are listed at the end and
+the exit status is 1. 130 after Ctrl-C, 143 after SIGTERM.
 Otherwise 0 (files that are not photos, such as notes, are named but are no failure).
 """
 
@@ -76,8 +77,9 @@ CONVERT_HELP = ("convert them to JPEG or PNG and run again (a phone's HEIC: e.g.
                 "IN.heic OUT.jpg, ImageMagick mogrify -format jpg *.heic, or on macOS sips -s "
                 "format jpeg; or set the camera to save JPEG, 'Most Compatible' on an iPhone)")
 MAX_NAMED = 5
-STOPPED = ("stopped (Ctrl-C): each mask and overlay written so far is whole, none "
+STOPPED = ("each mask and overlay written so far is whole, none "
            "half-written; run the same command again to write them all.")
+"""What a stop (Ctrl-C, SIGTERM) leaves: the end of its one line."""
 TINT, OPACITY = (255, 0, 0), 0.45
 """The overlay's colour of nail pixels, and how much of it covers the photo there."""
 
@@ -111,13 +113,14 @@ class Found(NamedTuple):
     hidden: list[Path]  # hidden files and folders: not read
     outputs: list[Path]  # folders of earlier runs (they hold MARKER), OUT aside: not read
     unreadable: list[Path]  # folders that cannot be listed
+    dead_links: list[Path]  # links that lead nowhere (a loop, a missing target): not read
 
 
 def find_photos(images: Path, out: Path) -> Found:
     """``images`` when it is a file, else everything under it, links to folders followed
     (each folder once); photos are files whose suffix is one of ``IMAGE_SUFFIXES`` in any
     case. ``out`` and folders holding :data:`MARKER` are not entered."""
-    found = Found([], [], [], [], [])
+    found = Found([], [], [], [], [], [])
     if images.is_file():
         (found.photos if images.suffix.lower() in IMAGE_SUFFIXES else found.others).append(images)
         return found
@@ -135,6 +138,9 @@ def find_photos(images: Path, out: Path) -> Found:
         found.hidden.extend(here / name for name in folders + names if name.startswith("."))
         folders[:] = [name for name in folders if not name.startswith(".")]
         for path in (here / name for name in names if not name.startswith(".")):
+            if not path.exists():  # a link in a loop, or to nothing
+                found.dead_links.append(path)
+                continue
             (found.photos if path.suffix.lower() in IMAGE_SUFFIXES else found.others).append(path)
     return Found(*map(sorted, found))
 
@@ -167,12 +173,12 @@ def check_out(out: Path, shown: str, targets: list[Path], photos: list[Path]) ->
 def claim(out: Path, shown: str) -> None:
     """Create ``out`` with its :data:`MARKER`, before the first output, and clear what runs
     killed while writing there left; DataError naming OUT when it cannot be written."""
-    create_out(out, shown)
+    create_out(out, f"OUT {shown}")
     try:
         (out / MARKER).write_text("Written by nailseg-predict: this folder "
                                   "holds masks and overlays, and is never read as photos.\n")
     except OSError as error:
-        raise unwritable_out(shown, error.strerror or str(error)) from None
+        raise unwritable_out(f"OUT {shown}", error.strerror or str(error)) from None
     remove_stale_staging(out)
 
 
@@ -212,7 +218,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         prog="nailseg-predict", description=__doc__.splitlines()[0],
         epilog="Exit status: 0 done; 1 some photos or folders could not be read, or are in "
                "another format (listed, the others written); 2 nothing done (the message says "
-               "why); 130 stopped by Ctrl-C.")
+               "why); 130 stopped by Ctrl-C, 143 by SIGTERM.")
     parser.add_argument("images", metavar="IMAGES", type=Path,
                         help="a folder of photos, searched recursively for "
                              f"{', '.join(IMAGE_SUFFIXES)} files (any case), or one photo")
@@ -233,7 +239,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--image-size", default=None,
                         help="side of the square the model sees, a multiple of 32 (default: "
                              "the side it was trained at, read from the checkpoint or its run's "
-                             "hparams.yaml, else the profile's image_size: smoke 64, cpu 96, gpu 384)")
+                             "hparams.yaml, else the profile's image_size: smoke 64, cpu 192, gpu 384)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                         help="where the model runs (default: auto, the GPU when there is one)")
     argv = sys.argv[1:] if argv is None else argv
@@ -307,6 +313,8 @@ def report(found: Found, skipped: list[Path], root: Path) -> int:
         (converted, "photos not in JPEG or PNG were not read", CONVERT_HELP),
         (found.unreadable, "folders could not be read",
          f"give your user read access (chmod -R u+rX {root})"),
+        (found.dead_links, "links lead nowhere (a loop, or a missing target)",
+         "point them at a photo, or remove them"),
         (skipped, "unreadable photos skipped", "see the warnings above")) if paths]
     for error in errors:
         print(f"error: {error}", file=sys.stderr)

@@ -10,6 +10,12 @@ the learning rate is used as given whatever the number of devices, and the run t
 whole epochs (the profiles' caps on batches per epoch are not applied). Lightning's DDP
 launcher re-runs this same command once per further device. :func:`script_options` and
 :func:`plan_options` build the command line notebook 08 launches.
+
+Before anything trains, the first process checks the data, the batch against the splits and
+devices, the checkpoint to validate and that the run folder and ``--out`` can be written and
+hold no earlier run (``--force`` replaces one, and says so). Exit status: 0 done; 2, with one
+line naming the file and the fix, for a mistake; 130 after Ctrl-C, 143 after SIGTERM, with no
+``result.json`` written.
 """
 
 from __future__ import annotations
@@ -23,20 +29,39 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
 from nailseg_common.commands.command_line import (
     IMAGE_SIDE,
     SEED,
     at_least,
     check_numbers,
+    create_out,
     joined_numbers,
+    lightning_stops,
     peak_lr,
+    run_command,
+    starting,
 )
-from nailseg_common.setup.dali import dali_available, dali_status
-from nailseg_common.setup.paths import REPO_ROOT
-from nailseg_common.setup.profiles import Profile, select_profile
-from nailseg_common.training.multi_gpu import run
+
+with starting(__name__):  # Ctrl-C or SIGTERM during these imports: one line (see command_line)
+    import torch
+
+    from nailseg_common.core.errors import DataError
+    from nailseg_common.core.files import discard
+    from nailseg_common.data.preparation import ensure_prepared, read_split
+    from nailseg_common.setup.dali import dali_available, dali_status
+    from nailseg_common.setup.paths import REPO_ROOT, runs_dir, shown
+    from nailseg_common.setup.profiles import Profile, select_profile
+    from nailseg_common.training.checkpoints import read_checkpoint
+    from nailseg_common.training.multi_gpu import local_rank, run, shard_sizes
+
+CHECKPOINT, RESULT = "final.ckpt", "result.json"
+"""What a training run leaves in its run folder (a validation: the result only)."""
+LIGHTNING_CHECKPOINTS = f"the {CHECKPOINT} of a nailseg-train run or a best-*.ckpt of notebook 02 or 04"
+"""What ``--validate`` loads."""
+STOPPED = (f"no {RESULT} was written, so nothing of this run reads as finished; run the "
+           "same command again (with --force).")
+"""What a stop (Ctrl-C, SIGTERM) leaves: the end of its one line."""
+
 
 NUMBERS = {
     "--num-images": at_least(1, "give the number of synthetic images, e.g. 1200."),
@@ -104,6 +129,8 @@ def argument_parser() -> argparse.ArgumentParser:
         "(default: ddp_<devices>)")
     add("--out", default="", help="results as JSON, written by rank 0 (default: "
         "<run folder>/result.json)")
+    add("--force", action="store_true", help="replace an earlier run's final.ckpt and "
+        "result.json in the run folder (and --out) instead of refusing")
     return parser
 
 
@@ -184,9 +211,12 @@ def plan_options(plan: dict, profile_epoch: int | None = None) -> list[str]:
 
 
 def launch_training(out: Path, *options: str) -> dict:
-    """Run the command with ``options`` and ``--out out``; rank 0's results (the JSON file)."""
-    out.unlink(missing_ok=True)
-    command = [sys.executable, "-m", "nailseg_common.commands.train", *options, "--out", str(out)]
+    """Run the command as a terminal would, with ``options`` and ``--out out``, replacing the
+    notebook's earlier run of that name (``--force``): the installed ``nailseg-train``, else
+    (the package on a path, not installed) ``python -m``; rank 0's results (the JSON file)."""
+    script = Path(sys.executable).with_name("nailseg-train")
+    start = [str(script)] if script.is_file() else [sys.executable, "-m", __name__]
+    command = [*start, *options, "--out", str(out), "--force"]
     env = {**os.environ, "NO_ALBUMENTATIONS_UPDATE": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
     started = time.perf_counter()
@@ -194,17 +224,104 @@ def launch_training(out: Path, *options: str) -> dict:
                           stderr=subprocess.STDOUT, text=True, check=False)
     if done.returncode != 0 or not out.exists():
         tail = "\n".join(done.stdout.splitlines()[-40:])
-        raise RuntimeError(f"{' '.join(command[1:])}\nfailed (exit {done.returncode}); the end "
+        raise RuntimeError(f"{' '.join(command)}\nfailed (exit {done.returncode}); the end "
                            f"of its output:\n{tail}")
     summary = [line for line in done.stdout.splitlines() if "device(s):" in line or "coverage" in line]
     print(f"[{out.stem}, {time.perf_counter() - started:.0f} s with start-up] " + "\n  ".join(summary))
     return json.loads(out.read_text())
 
 
-def main(argv: list[str] | None = None) -> dict | None:
-    """``nailseg-train``: train (or ``--validate``); rank 0 returns the results."""
-    return run(*parse_args(argv))
+def run_folder(args: argparse.Namespace, profile: Profile) -> Path:
+    """Where the run's logs, ``final.ckpt`` and (without ``--out``) ``result.json`` go."""
+    return runs_dir() / profile.name / args.run_name
+
+
+def check_sizes(args: argparse.Namespace, profile: Profile, splits: dict[str, int]) -> None:
+    """DataError when a split of ``splits`` (its number of images) cannot fill one batch on
+    each of ``args.devices`` devices (DALI's shards): the fix names the batch that fits."""
+    for split, images in splits.items():
+        smallest = min(shard_sizes(images, args.devices))
+        if smallest < profile.batch_size:
+            fits = (f"pass --batch-size {smallest} or less" if smallest else "pass fewer --devices")
+            raise DataError(f"--batch-size {profile.batch_size} on {args.devices} device(s): the "
+                            f"{split} split holds {images} images, {smallest} a device: {fits}, "
+                            "or use a larger set (--num-images, --data-root).")
+
+
+def check_names(location) -> None:
+    """DataError when two training photos share a file name (``--record-samples`` tells the
+    samples apart by name)."""
+    owners: dict[str, str] = {}
+    for image in read_split(location, "train")["image"]:
+        name = Path(image).stem
+        if name in owners:
+            raise DataError(f"--record-samples tells the training samples apart by file name, "
+                            f"and {owners[name]} and {image} share one: rename one of them, or "
+                            "drop --record-samples.")
+        owners[name] = image
+
+
+def check_checkpoint(path: str) -> None:
+    """DataError unless ``path`` is a Lightning checkpoint of the course's U-Net (``final.ckpt``,
+    ``best-*.ckpt``), the kind ``--validate`` loads; a weights file the course writes is named."""
+    checkpoint = read_checkpoint(path, LIGHTNING_CHECKPOINTS)  # DataError: no course checkpoint
+    if checkpoint.trained_steps is None:
+        raise DataError(f"--validate {path} is a weights file (a model.pt of nailseg-finetune or "
+                        "notebook 06, or the model the course ships), not a Lightning checkpoint: "
+                        f"pass {LIGHTNING_CHECKPOINTS}.")
+
+
+def check_outputs(args: argparse.Namespace, profile: Profile) -> None:
+    """DataError when the run folder or ``--out`` cannot be written, or holds an earlier run's
+    results and not ``--force``; with it, those are deleted first, and said so."""
+    folder = run_folder(args, profile)
+    out = Path(args.out).expanduser().resolve() if args.out else folder / RESULT
+    if out.is_dir():
+        raise DataError(f"--out {args.out} is a folder: pass a file name, e.g. "
+                        f"{Path(args.out) / RESULT}.")
+    create_out(folder, f"the run folder {shown(folder)}", "set NAILSEG_RUNS_DIR to a folder "
+               "you can write, or pass another --run-name.")
+    create_out(out.parent, f"--out's folder {shown(out.parent)}", "pass an --out you can write.")
+    held = [path for path in ((out,) if args.validate else (folder / CHECKPOINT, out))
+            if path.exists()]
+    if held and not args.force:
+        raise DataError(f"{', '.join(shown(path) for path in held)} hold an earlier run: pass "
+                        "--force to replace them, or another --run-name (and --out).")
+    for path in held:
+        discard(path)
+    if held:
+        print(f"--force: replacing the earlier run's {', '.join(shown(path) for path in held)}")
+
+
+def check_run(args: argparse.Namespace, profile: Profile) -> None:
+    """Everything that can be checked before a run starts, each mistake a DataError naming the
+    file and the fix: the data (prepared here), the batch against the splits and devices, the
+    checkpoint to validate, the names ``--record-samples`` needs, the outputs."""
+    location = ensure_prepared(profile, args.data_root or None)
+    splits = {split: len(read_split(location, split))
+              for split in (("valid",) if args.validate else ("train", "valid"))}
+    check_sizes(args, profile, splits)
+    if args.validate:
+        check_checkpoint(args.validate)
+    if args.record_samples:
+        check_names(location)
+    check_outputs(args, profile)
+
+
+def train_command(argv: list[str] | None) -> int:
+    """Parse, check (on the first process; the ranks Lightning starts skip it) and run; 0."""
+    args, profile = parse_args(argv)
+    if local_rank() == 0:
+        check_run(args, profile)
+    with lightning_stops():
+        run(args, profile)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``nailseg-train``: train (or ``--validate``); the exit status, errors as one line."""
+    return run_command(lambda: train_command(argv), STOPPED)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -11,12 +11,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import io
 import json
 import os
 import re
 import shutil
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from filelock import FileLock
 
@@ -157,14 +159,27 @@ def staged_file(target: Path) -> Iterator[Path]:
         staging.unlink(missing_ok=True)
 
 
-def write_whole(path: Path, write: Callable[[Path], None], fixes: tuple[str, str]) -> None:
-    """``write(staging)`` a file that lands at ``path`` whole (:func:`staged_file`, folders
-    made). A failed write is a DataError naming ``path``: a full disk as such, ending with
-    ``fixes[0]``; any other failure with its reason, ending with ``fixes[1]``."""
+def write_bytes_checked(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` and check, by the file's size on disk, that all of it landed:
+    an ``OSError`` when less did (an encoder or file system that drops a short write)."""
+    path.write_bytes(data)
+    landed = path.stat().st_size
+    if landed != len(data):
+        raise OSError(f"{landed} of {len(data)} bytes landed")
+
+
+def write_whole(path: Path, write: Callable[[BinaryIO], None], fixes: tuple[str, str]) -> None:
+    """A file that lands at ``path`` whole or not at all: ``write(buffer)`` renders it in
+    memory, :func:`write_bytes_checked` writes it under a temporary name, checked complete,
+    and :func:`staged_file` renames it into place (folders made). A failed write is a
+    DataError naming ``path``: a full disk as such, ending with ``fixes[0]``; any other
+    failure with its reason, ending with ``fixes[1]``."""
+    buffer = io.BytesIO()
     try:
+        write(buffer)
         path.parent.mkdir(parents=True, exist_ok=True)
         with staged_file(path) as staging:
-            write(staging)
+            write_bytes_checked(staging, buffer.getvalue())
     except OSError as error:
         if is_disk_full(error):
             raise DataError(f"Cannot write {path}: {disk_full(path.parent)}: {fixes[0]}") from None

@@ -94,8 +94,9 @@ INVERTED_BORDER = 0.9
 inverted (nails lie inside a photo; the background runs along its edges); a set with more than
 :data:`MAX_EMPTY_SHARE` of such masks is refused as inverted. Large nails of close-ups leave
 background along part of the border, and pass."""
-STOPPED = ("stopped (Ctrl-C): nothing half-written was kept (the prepared folder is as it "
+STOPPED = ("nothing half-written was kept (the prepared folder is as it "
            "was); run the same command again to finish.")
+"""What a stop (Ctrl-C, SIGTERM) of preparation leaves: the end of its one line."""
 LAYOUT_HELP = ("Put the real dataset there as Images/<type>/<name>.png|.jpg with masks of the "
                "same names in Masks/<type>/ (types 1..4), or all files directly in Images/ "
                "and Masks/ (one type), or leave data_root and "

@@ -76,12 +76,12 @@ def best_score(saved: dict, path: Path) -> float:
     return float(scores[0]) if scores else math.nan
 
 
-def read_checkpoint(path: str | Path) -> Checkpoint:
-    """``path`` read once; DataError naming the file when it cannot be read or is not a
-    checkpoint of the course's U-Net."""
+def read_checkpoint(path: str | Path, what_to_pass: str = WHAT_TO_PASS) -> Checkpoint:
+    """``path`` read once; DataError naming the file, and saying to pass ``what_to_pass``,
+    when it cannot be read or is not a checkpoint of the course's U-Net."""
     path = Path(path).expanduser()
     if not path.is_file():
-        raise DataError(f"checkpoint {path} is not a file: pass {WHAT_TO_PASS}.")
+        raise DataError(f"checkpoint {path} is not a file: pass {what_to_pass}.")
     try:
         saved = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
         checkpoint = Checkpoint(path, dict(saved["hyper_parameters"]), saved["state_dict"],
@@ -92,7 +92,7 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
         raise DataError(f"Cannot read checkpoint {path} ({error.strerror or error}).") from None
     except NOT_A_CHECKPOINT as error:
         raise DataError(f"{path} is not a checkpoint of this course's U-Net "
-                        f"({type(error).__name__}): pass {WHAT_TO_PASS}.") from None
+                        f"({type(error).__name__}): pass {what_to_pass}.") from None
     return checkpoint
 
 

@@ -748,7 +748,12 @@ def _problems(notebook: nbformat.NotebookNode) -> list[str]:
 
 def load_article(path: Path, replacements: dict[str, str], now: dt.datetime) -> Article:
     """Read, check and clean one executed notebook; ``BlogError`` if it cannot be published."""
-    notebook = nbformat.read(path, as_version=4)
+    try:
+        notebook = nbformat.read(path, as_version=4)
+    except (OSError, ValueError, nbformat.ValidationError) as error:  # NotJSONError: cut short
+        raise BlogError(f"{path} cannot be read as a notebook ({type(error).__name__}): execute "
+                        "it again (make notebooks), or restore it (git checkout -- "
+                        f"{path}).") from None
     problems = _problems(notebook)
     if problems:
         raise BlogError(f"{path}: " + "; ".join(problems))
@@ -1166,7 +1171,7 @@ def write_outputs(outputs: dict[Path, bytes], folders: list[Path], stale: list[P
                             "or --assets folders; nothing was written")
     for path, data in outputs.items():
         try:
-            write_whole(path, functools.partial(Path.write_bytes, data=data),
+            write_whole(path, lambda buffer, data=data: buffer.write(data),
                         ("free some space and render again", "pass folders you can write"))
         except DataError as error:
             raise BlogError(str(error)) from None

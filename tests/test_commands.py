@@ -1,0 +1,70 @@
+"""The installed commands as a user's shell or script starts them: each entry point goes
+through ``command_line.launch`` and exits 0 after a run that succeeds. Tiny inputs in the smoke
+profile; data and runs in a fresh folder."""
+
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from nailseg_common.commands import command_line
+from nailseg_common.setup.paths import REPO_ROOT
+
+SCRIPTS = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+
+
+def test_every_entry_point_is_launched_by_command_line():
+    """Each target is a function of ``command_line`` that returns ``launch(<its module>)``,
+    so Ctrl-C while importing is one line and the script's exit status is an ``int``."""
+    for script, target in SCRIPTS.items():
+        module, function = target.split(":")
+        assert module == command_line.__name__, script
+        assert 'return launch("' in Path(command_line.__file__).read_text().split(
+            f"def {function}()")[1].split("\ndef ")[0], script
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory) -> Path:
+    """Six tiny photos with masks (flat layout) and the fresh data and runs folders."""
+    root = tmp_path_factory.mktemp("commands")
+    for folder in ("Images", "Masks"):
+        (root / "nails" / folder).mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for index in range(6):
+        mask = np.zeros((48, 40), np.uint8)
+        mask[10 + index:30 + index, 8:24] = 255
+        photo = rng.integers(0, 120, (48, 40, 3), dtype=np.uint8)
+        photo[mask > 0] = (220, 120, 140)
+        Image.fromarray(photo).save(root / "nails" / "Images" / f"nail{index}.jpg")
+        Image.fromarray(mask).save(root / "nails" / "Masks" / f"nail{index}.png")
+    return root
+
+
+TINY = ["--profile", "smoke", "--image-size", "32", "--device", "cpu"]
+RUNS = {  # in this order: prepare makes the smoke set that train trains on
+    "nailseg-prepare": lambda root: ["--profile", "smoke"],
+    "nailseg-predict": lambda root: [root / "nails" / "Images", root / "masks", *TINY],
+    "nailseg-finetune": lambda root: [root / "nails", root / "tuned", *TINY,
+                                      "--no-cross-validation"],
+    "nailseg-train": lambda root: ["--profile", "smoke", "--no-compile", "--max-steps", "2"],
+}
+
+
+def test_every_installed_command_is_run_here():
+    assert sorted(RUNS) == sorted(SCRIPTS)
+
+
+@pytest.mark.parametrize("script", RUNS)
+def test_each_installed_command_exits_0_after_a_run_that_succeeds(folders, script):
+    command = [str(Path(sys.executable).with_name(script)), *map(str, RUNS[script](folders))]
+    env = {**os.environ, "NO_ALBUMENTATIONS_UPDATE": "1", "NAILSEG_DATA_DIR": str(folders / "data"),
+           "NAILSEG_RUNS_DIR": str(folders / "runs")}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "error" not in done.stderr.lower() and "{" not in done.stderr  # no dict printed
