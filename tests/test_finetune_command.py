@@ -180,19 +180,6 @@ def test_sigterm_in_a_run_exits_143_and_leaves_the_earlier_model(fine_tuned, fol
     assert signal.getsignal(signal.SIGTERM) is handler
 
 
-def test_the_command_line_names_the_missing_folder_without_a_traceback(tmp_path):
-    environment = {**os.environ, "NO_ALBUMENTATIONS_UPDATE": "1",
-                   "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT),
-                                                               os.environ.get("PYTHONPATH")]))}
-    command = [sys.executable, "-m", "nailseg_common.commands.fine_tune", str(tmp_path / "absent"),
-               str(tmp_path / "out"), "--profile", "smoke"]
-    done = subprocess.run(command, capture_output=True, text=True, env=environment, cwd=tmp_path,
-                          check=False)
-    assert done.returncode == 2
-    assert done.stderr.startswith(f"error: Data root {tmp_path / 'absent'} does not exist")
-    assert done.stderr.count("\n") == 1
-
-
 @pytest.mark.parametrize("option, message", [
     (["--steps", "0"], "--steps 0: a run needs at least 1 step"),
     (["--steps", "2.5"], "--steps 2.5: not a whole number; a run needs at least 1 step"),

@@ -160,3 +160,11 @@ def test_sigterm_in_a_real_fit_exits_143_and_writes_no_result(runs, monkeypatch)
     assert (result.code, result.err) == (143, f"stopped (SIGTERM): {STOPPED}\n")
     assert not (runs / "stopped" / RESULT).exists() and not (runs / "stopped" / CHECKPOINT).exists()
     assert signal.getsignal(signal.SIGTERM) is handler
+
+
+def test_a_validation_shard_smaller_than_a_batch_is_no_mistake(runs, monkeypatch):
+    """Validation keeps a shard's last partial batch: 8 images on 2 devices at batch 8 run."""
+    started = []
+    monkeypatch.setattr(train, "run", lambda args, profile: started.append(args.devices))
+    result = run("--devices", "2", "--accelerator", "cpu", "--batch-size", "8")
+    assert (result.code, started) == (0, [2]), result.err

@@ -237,11 +237,12 @@ def run_folder(args: argparse.Namespace, profile: Profile) -> Path:
 
 
 def check_sizes(args: argparse.Namespace, profile: Profile, splits: dict[str, int]) -> None:
-    """DataError when a split of ``splits`` (its number of images) cannot fill one batch on
-    each of ``args.devices`` devices (DALI's shards): the fix names the batch that fits."""
+    """DataError when a split of ``splits`` (its number of images) cannot feed each of
+    ``args.devices`` devices (DALI's shards): training drops a shard's last partial batch, so
+    it needs a whole batch a device, validation one image a device. The fix names what fits."""
     for split, images in splits.items():
         smallest = min(shard_sizes(images, args.devices))
-        if smallest < profile.batch_size:
+        if smallest < (profile.batch_size if split == "train" else 1):
             fits = (f"pass --batch-size {smallest} or less" if smallest else "pass fewer --devices")
             raise DataError(f"--batch-size {profile.batch_size} on {args.devices} device(s): the "
                             f"{split} split holds {images} images, {smallest} a device: {fits}, "
