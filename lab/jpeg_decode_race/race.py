@@ -32,12 +32,12 @@ LONG_SIDES = (1024, 1536, 2048, 3024, 4032)  # 0.8 to 12.2 megapixels at 4:3
 ORIENTATION = 0x0112
 
 
-def photo(index: int, folder: str) -> dict:
+def photo(index: int, folder: str, long_sides: tuple[int, ...] = LONG_SIDES) -> dict:
     """One synthetic phone photo: smooth light, skin-coloured blobs, sensor noise (so that it
     compresses like a photo, not like a drawing); every fifth progressive, every twentieth
     grayscale, every twentieth (another) CMYK, every third stored on its side (EXIF 6)."""
     rng = np.random.default_rng(index)
-    long = LONG_SIDES[index % len(LONG_SIDES)]
+    long = long_sides[index % len(long_sides)]
     width, height = long, long * 3 // 4
     y, x = np.mgrid[0:height, 0:width].astype(np.float32)
     base = 90 + 60 * np.sin(x / width * rng.uniform(1, 4)) * np.cos(y / height * rng.uniform(1, 4))
@@ -225,11 +225,18 @@ def main() -> None:
     parser.add_argument("--photos", type=int, default=320)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--folder", default="/root/jpeg_race")
+    parser.add_argument("--long-sides", type=int, nargs="+", default=list(LONG_SIDES))
+    parser.add_argument("--pipelines", nargs="+", default=list(PIPELINES),
+                        help="names of PIPELINES to run (default: all)")
+    parser.add_argument("--tag", default="", help="the record is race_h200<_tag>.json")
     args = parser.parse_args()
+    for name in [name for name in PIPELINES if name not in args.pipelines]:
+        del PIPELINES[name]
     os.makedirs(args.folder, exist_ok=True)
     began = time.perf_counter()
     with multiprocessing.Pool(os.cpu_count()) as pool:
-        described = pool.starmap(photo, [(i, args.folder) for i in range(args.photos)])
+        described = pool.starmap(photo, [(i, args.folder, tuple(args.long_sides))
+                                         for i in range(args.photos)])
     files = [str(Path(args.folder, d["file"])) for d in described]
     print(f"{len(files)} photos in {time.perf_counter() - began:.1f} s, "
           f"{sum(d['bytes'] for d in described) / 1e6:.0f} MB, "
@@ -270,7 +277,8 @@ def main() -> None:
             print(f"{name}: FAILED {error!r}"[:600], flush=True)
     record["torchvision_cmyk_cpu_fallbacks"] = torchvision_gpu.cpu_fallbacks
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "race_h200.json").write_text(json.dumps(record, indent=2) + "\n")
+    name = f"race_h200{'_' + args.tag if args.tag else ''}.json"
+    (args.out / name).write_text(json.dumps(record, indent=2) + "\n")
 
 
 if __name__ == "__main__":
