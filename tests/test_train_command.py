@@ -72,6 +72,11 @@ def same_names(root: Path) -> Path:
     return root
 
 
+def without_a_mask(root: Path) -> Path:
+    (root / "Masks" / "1" / "nail0.png").unlink()
+    return root
+
+
 @pytest.mark.parametrize(("options", "message"), [
     (lambda tmp: ["--data-root", tmp / "none"], "does not exist"),
     (lambda tmp: ["--num-images", "1"], "has only 1 image(s)"),
@@ -84,9 +89,11 @@ def same_names(root: Path) -> Path:
     (lambda tmp: ["--record-samples", "--batch-size", "2", "--data-root",
                   same_names(tmp / "nails")], "share one: rename one of them"),
     (lambda tmp: ["--out", tmp], "is a folder: pass a file name"),
+    (lambda tmp: ["--data-root", without_a_mask(same_names(tmp / "nails"))],
+     "image(s) without a mask"),
 ], ids=["missing data root", "one image", "batch above the set", "more devices than images",
         "not a checkpoint", "a weights file to validate", "names repeated across types",
-        "out is a folder"])
+        "out is a folder", "a photo without a mask"])
 def test_a_mistake_ends_in_one_line_before_anything_trains(runs, tmp_path, options, message):
     result = run(*options(tmp_path))
     assert result.code == 2, result.err
