@@ -22,7 +22,10 @@ from PIL import Image
 from nailseg_common.commands import command_line, fine_tune, predict
 from nailseg_common.commands.fine_tune import MODEL, SCORES, STOPPED, SUMMARY, main
 from nailseg_common.core import files
+from nailseg_common.data.images import read_rgb
+from nailseg_common.data.synthetic import generate_synthetic_dataset
 from nailseg_common.setup.paths import REPO_ROOT
+from nailseg_common.training.checkpoints import SHIPPED_MODEL, build_model, read_checkpoint
 from nailseg_common.training.fine_tuning import PhotosOnDevice
 
 OPTIONS = ["--profile", "smoke", "--image-size", "32", "--device", "cpu"]
@@ -60,7 +63,7 @@ def fine_tuned(tmp_path_factory):
         patch.setenv("NAILSEG_DATA_DIR", str(root / "data"))
         patch.setenv("NAILSEG_RUNS_DIR", str(root / "runs"))
         photos, out = write_photos(root / "nails", 6), root / "out"
-        result = run(photos, out, *OPTIONS, "--folds", "2", "--lr", "2e-3")
+        result = run(photos, out, *OPTIONS, "--folds", "2", "--lr", "2e-3", "--write-anyway")
         yield SimpleNamespace(root=root, photos=photos, out=out, result=result)
 
 
@@ -102,6 +105,38 @@ def test_the_scores_the_model_and_the_run_are_written_and_predict_takes_the_mode
     assert code == 0
     mask = np.asarray(Image.open(masks / "nail0.png"))
     assert mask.shape == (48, 40) and set(np.unique(mask)) <= {0, 255}
+
+
+def drawn_by_the_start(root: Path) -> Path:
+    """Three synthetic photos (flat layout) whose masks are the shipped model's own, as
+    predict draws them (at its side, 384 px): the start scores 1, fine-tuning cannot beat it."""
+    generated = generate_synthetic_dataset(root / "generated", 8, progress=False)
+    start = build_model(read_checkpoint(SHIPPED_MODEL))
+    for folder in ("Images", "Masks"):
+        (root / folder).mkdir(parents=True)
+    for image in sorted((generated / "Images").rglob("*.png"))[:3]:
+        (root / "Images" / image.name).write_bytes(image.read_bytes())
+        mask = predict.predict_mask(start, read_rgb(image), 384, torch.device("cpu"))
+        Image.fromarray(mask).save(root / "Masks" / image.name)
+    return root
+
+
+def test_a_fine_tuned_model_that_does_not_beat_the_start_is_not_handed_back(folders):
+    """Both scored as predict runs each (the start at 384 px, the fine-tuned model at 32)."""
+    photos, out = drawn_by_the_start(folders / "nails"), folders / "out"
+    out.mkdir()
+    (out / MODEL).write_bytes(b"an earlier run's model")
+    result = run(photos, out, *OPTIONS, "--folds", "2", "--force")
+    assert result.code == 0, result.err
+    last = result.out.strip().splitlines()[-1]
+    assert last.startswith("fine-tuning did not beat the start as nailseg-predict runs each (")
+    assert f"--checkpoint {SHIPPED_MODEL}; {MODEL} not written (--write-anyway" in last
+    assert sorted(path.name for path in out.iterdir()) == [SCORES, SUMMARY]
+    summary = json.loads((out / SUMMARY).read_text())
+    assert summary["image_sides"] == {"zero-shot": 384, "fine-tuned": 32}
+    assert summary["scores"]["zero-shot"]["hard_dice"] == 1.0
+    assert summary["scores"]["fine-tuned"]["hard_dice"] < 1.0
+    assert summary["verdict"] != "met" and summary["model_written"] is False
 
 
 def test_model_pt_is_kept_without_force_and_replaced_with_it(fine_tuned, folders):
@@ -273,7 +308,7 @@ def stalled(model, path, image_size):  # half a model written, and then the kill
     time.sleep(120)
 
 fine_tune.save_weights = stalled
-fine_tune.write_outputs(Path(sys.argv[1]), pd.DataFrame({"image": ["a.jpg"]}), {}, None, 32)
+fine_tune.write_outputs(Path(sys.argv[1]), pd.DataFrame({"image": ["a.jpg"]}), {}, object(), 32)
 """
 
 

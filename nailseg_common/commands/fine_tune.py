@@ -8,14 +8,18 @@ folder). The start is ``--checkpoint``, else notebook 06's synthetic start
 follows the profile's ``finetune_*`` recipe with notebook 06's functions
 (:mod:`nailseg_common.training.fine_tuning`).
 
-Every photo is scored (hard Dice and IoU at probability 0.5, each prediction averaged with
-the mirror image's: notebook 06's test-time flips) by the start as it is
-(zero-shot) and, by k-fold cross-validation, fine-tuned from it by a model that never saw it;
-the command prints their means with standard errors and the paired gain of fine-tuning.
-Then it fine-tunes the start on all the photos and writes, each file whole or not at all:
-``OUT/scores.csv`` (one row per photo), ``OUT/summary.json`` (recipe, profile, device,
-versions, date, scores) and, last, ``OUT/model.pt``, which
-``nailseg-predict --checkpoint OUT/model.pt`` reads.
+Every photo is scored as ``nailseg-predict`` would draw its mask (hard Dice and IoU at
+probability 0.5 against the full-size mask, the photo seen at the model's side with
+test-time flips, the probabilities upsampled to the photo): by the start as it is
+(zero-shot, at the side it was trained at) and, by k-fold cross-validation, fine-tuned from
+it (at the fine-tuning side) by a model that never saw it; the command prints their means
+with standard errors and the paired gain of fine-tuning. Then it fine-tunes the start on
+all the photos and writes, each file whole or not at all: ``OUT/scores.csv`` (one row per
+photo), ``OUT/summary.json`` (recipe, profile, device, versions, date, both scores and their
+sides) and, last, ``OUT/model.pt``, which ``nailseg-predict --checkpoint OUT/model.pt``
+reads. When fine-tuning does not beat the start beyond the spread, the last line says so
+and names the start to keep using, and ``model.pt`` is not written (an earlier one in OUT is
+deleted) unless ``--write-anyway``.
 
 Exit status: 0 done; 2, with one line naming the file and the fix, when an input cannot be
 used (see ``docs/troubleshooting.md``); 130 after Ctrl-C, 143 after SIGTERM (nothing of the
@@ -54,6 +58,7 @@ with starting(__name__):  # Ctrl-C during these imports: one line (see command_l
     import pandas as pd
     import torch
 
+    from nailseg_common.commands.predict import predict_mask
     from nailseg_common.core.errors import DataError
     from nailseg_common.core.files import (
         as_disk_full,
@@ -69,6 +74,7 @@ with starting(__name__):  # Ctrl-C during these imports: one line (see command_l
     from nailseg_common.pipelines.kornia_pipeline import BatchSlices
     from nailseg_common.setup.environment import device_description, library_versions
     from nailseg_common.setup.profiles import (
+        PROFILES,
         Profile,
         profile_name,
         select_profile,
@@ -84,15 +90,12 @@ with starting(__name__):  # Ctrl-C during these imports: one line (see command_l
     from nailseg_common.training.fine_tuning import (
         PhotosOnDevice,
         compare_starts,
-        cross_validate,
         fine_tune,
         k_folds,
         photos_on_device,
-        predict_logits,
-        score_photos,
         start_model,
     )
-    from nailseg_common.training.unet import LitNailSegmentation
+    from nailseg_common.training.unet import LitNailSegmentation, per_image_dice
 
 MODEL, SCORES, SUMMARY = "model.pt", "scores.csv", "summary.json"
 OUTPUTS = (SCORES, SUMMARY, MODEL)
@@ -167,6 +170,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "GPU)")
     parser.add_argument("--force", action="store_true",
                         help=f"overwrite {MODEL}, {SCORES} and {SUMMARY} in OUT")
+    parser.add_argument("--write-anyway", action="store_true",
+                        help=f"write {MODEL} even when fine-tuning does not beat the start as "
+                             "nailseg-predict runs each (by default the start is kept and "
+                             f"{MODEL} is not written)")
     args = parser.parse_args(joined_numbers(argv, tuple(NUMBERS)))
     check_numbers(parser, args, NUMBERS)
     return args
@@ -217,52 +224,85 @@ def per_photo(tables: dict[str, pd.DataFrame], frame: pd.DataFrame, root: Path) 
     return rows.sort_values("image")
 
 
+def scored_as_predicted(model: LitNailSegmentation, frame: pd.DataFrame, rows, side: int,
+                        device: torch.device) -> pd.DataFrame:
+    """The hard ``dice`` and ``iou`` of the photos ``rows`` of ``frame`` (index kept), each as
+    ``nailseg-predict`` draws its mask with ``model``: the photo seen at ``side`` with
+    test-time flips, the probabilities upsampled to the photo's own size and thresholded,
+    scored against the full-size mask (the prepared arrays: EXIF turns applied)."""
+    model = model.to(device).eval()
+    dice = []
+    with torch.inference_mode():
+        for row in rows:
+            photo = np.load(frame.at[row, "npy_image"])
+            nail = torch.from_numpy(np.load(frame.at[row, "npy_mask"])[..., 0] == 1)
+            drawn = torch.from_numpy(predict_mask(model, photo, side, device) > 0)
+            dice.append(float(per_image_dice(drawn.float()[None, None] * 2 - 1,
+                                             nail.float()[None, None])[0]))
+    table = frame.loc[list(rows), ["type"]].assign(
+        photo=[Path(image).name for image in frame.loc[list(rows), "image"]], dice=dice)
+    return table.assign(iou=table["dice"] / (2 - table["dice"]))[["photo", "type", "dice", "iou"]]
+
+
 def score_and_fine_tune(cfg: Profile, frame: pd.DataFrame, photos: BatchSlices, folds: list,
                         checkpoint: Checkpoint) -> tuple[dict[str, pd.DataFrame], LitNailSegmentation]:
-    """Notebook 06's scores of every photo (``score_photos`` tables) by the start as it is
-    and, cross-validated over ``folds`` (when there are some), fine-tuned from it; and the
-    start fine-tuned on all the photos (none held out: it validates none). A bar counts the
-    runs."""
-    def start_weights(name: str = "synthetic") -> LitNailSegmentation:
-        return start_model(name, cfg.encoder, cfg.finetune_lr, cfg.finetune_steps, checkpoint)
+    """Every photo scored as ``nailseg-predict`` runs each model (:func:`scored_as_predicted`):
+    by the start as it is, at the side it was trained at, and, out of fold over ``folds``
+    (when there are some), fine-tuned from it with notebook 06's recipe, at ``cfg.image_size``;
+    and the start fine-tuned on all the photos (none held out: it validates none). A bar
+    counts the runs."""
+    def start_weights() -> LitNailSegmentation:
+        return start_model("synthetic", cfg.encoder, cfg.finetune_lr, cfg.finetune_steps, checkpoint)
 
-    tables = {ZERO_SHOT: score_photos(predict_logits(start_weights(), photos.images),
-                                      photos.labels, frame)}
+    start_side = start_image_size(checkpoint, cfg.name)
+    tables = {ZERO_SHOT: scored_as_predicted(start_weights(), frame, frame.index, start_side,
+                                             cfg.device)}
     everything = np.arange(len(frame))
+    held_out_scores = []
     with (contextlib.closing(progress(range(len(folds) + 1), "fine-tuning runs")) as runs,
           contextlib.redirect_stdout(io.StringIO()),  # each run's step lines: the bar says it
           warnings.catch_warnings(), lightning_stops()):
         warnings.filterwarnings("ignore", "Total length of `DataLoader` across ranks is zero")
-
-        def counted_start(name: str) -> LitNailSegmentation:
+        for fold, (train, held_out) in enumerate(folds):
             next(runs)
-            return start_weights(name)
-
+            model = start_weights()
+            fine_tune(model, PhotosOnDevice(photos, train, held_out, cfg.batch_size,
+                                            cfg.finetune_steps, seed=fold), cfg, "06_synthetic",
+                      seed=fold)
+            held_out_scores.append(scored_as_predicted(model, frame, held_out, cfg.image_size,
+                                                       cfg.device))
         if folds:
-            tables[FINE_TUNED] = cross_validate(counted_start, ["synthetic"], frame, photos,
-                                                folds, cfg).tables["synthetic"]
-        model = counted_start("synthetic")
+            tables[FINE_TUNED] = pd.concat(held_out_scores).sort_index()
+        next(runs)
+        model = start_weights()
         fine_tune(model, PhotosOnDevice(photos, everything, everything[:0], cfg.batch_size,
                                         cfg.finetune_steps), cfg, "06_all_photos")
     return tables, model
 
 
-def report(tables: dict[str, pd.DataFrame], checkpoint: Path) -> dict:
-    """Print the mean scores of ``tables`` and, with fine-tuned ones, the paired gain of
-    fine-tuning and its verdict; the same for ``summary.json``."""
+def start_image_size(checkpoint: Checkpoint, profile: str) -> int:
+    """The side ``nailseg-predict --profile profile`` runs the start at: the side it was
+    trained at, else the profile's."""
+    return checkpoint.image_size or PROFILES[profile].image_size
+
+
+def report(tables: dict[str, pd.DataFrame], sides: dict[str, int]) -> dict:
+    """Print the mean scores of ``tables`` (each model at its side of ``sides``) and, with
+    fine-tuned ones, the paired gain of fine-tuning and its verdict; the same for
+    ``summary.json``."""
     scores = score_table(tables)
-    print("hard Dice and IoU at probability 0.5, means over the photos (±: twice the "
-          f"standard error of the mean):\n{scores.round(3).to_string()}")
-    summary = {"scores": scores.rename(columns=JSON_KEYS).to_dict(orient="index")}
+    print("hard Dice and IoU at probability 0.5, each photo's mask drawn as nailseg-predict "
+          f"draws it ({', '.join(f'{name} at {side} px' for name, side in sides.items())}), "
+          f"means over the photos (±: twice the standard error of the mean):\n"
+          f"{scores.round(3).to_string()}")
+    summary = {"scores": scores.rename(columns=JSON_KEYS).to_dict(orient="index"),
+               "image_sides": sides}
     if FINE_TUNED in tables:
         fine_tuned, zero_shot = tables[FINE_TUNED]["dice"], tables[ZERO_SHOT]["dice"]
         gain = paired_gain(fine_tuned, zero_shot)
         verdict = Verdict("fine-tuning gain in hard Dice", gain["gain"], 0.0,
                           mean_spread(fine_tuned - zero_shot), "the start as it is")
         print(f"{verdict}; better on {gain['wins']} photos, worse on {gain['loses']}")
-        if verdict.outcome == "missed":
-            print(f"-> the start as it is does better: predict with --checkpoint {checkpoint}, "
-                  "or try fewer --steps")
         summary.update(gain=gain, verdict=verdict.outcome)
     return summary
 
@@ -299,7 +339,10 @@ def fine_tune_photos(args: argparse.Namespace, argv: list[str]) -> int:
           + f"; {cfg.finetune_steps} steps a run at {cfg.image_size} px, batch {cfg.batch_size}, "
           f"lr {cfg.finetune_lr}, on {cfg.device}")
     tables, model = score_and_fine_tune(cfg, frame, photos, folds, checkpoint)
-    summary = report(tables, checkpoint.path)
+    summary = report(tables, {ZERO_SHOT: start_image_size(checkpoint, cfg.name),
+                              **({FINE_TUNED: cfg.image_size} if folds else {})})
+    gained = summary.get("verdict", "met") == "met"  # no cross-validation: nothing to compare
+    write_model = gained or args.write_anyway
     recipe = {"start": str(checkpoint.path), "encoder": cfg.encoder, "image_size": cfg.image_size,
               "batch_size": cfg.batch_size, "steps": cfg.finetune_steps, "lr": cfg.finetune_lr,
               "keep_statistics": cfg.finetune_keep_statistics, "precision": cfg.precision,
@@ -308,21 +351,31 @@ def fine_tune_photos(args: argparse.Namespace, argv: list[str]) -> int:
            "date": datetime.now(UTC).isoformat(timespec="seconds"),
            "photos_root": str(data.raw), "photos": len(frame), "profile": cfg.name,
            "device": str(cfg.device), "machine": device_description(),
-           "recipe": recipe, **summary,
+           "recipe": recipe, **summary, "model_written": write_model,
            "versions": {"python": platform.python_version(), **library_versions()}}
-    write_outputs(out, per_photo(tables, frame, data.raw), run, model, cfg.image_size)
-    print(f"{out / MODEL}: fine-tuned on all {len(frame)} photos; per-photo scores in "
-          f"{SCORES}, the run in {SUMMARY}. Masks for new photos: nailseg-predict PHOTOS "
-          f"MASKS --checkpoint {out / MODEL}")
+    write_outputs(out, per_photo(tables, frame, data.raw), run,
+                  model if write_model else None, cfg.image_size)
+    if gained:
+        print(f"{out / MODEL}: fine-tuned on all {len(frame)} photos; per-photo scores in "
+              f"{SCORES}, the run in {SUMMARY}. Masks for new photos: nailseg-predict PHOTOS "
+              f"MASKS --checkpoint {out / MODEL}")
+    else:
+        kept = (f"{out / MODEL} is the fine-tuned model all the same (--write-anyway)"
+                if write_model else f"{MODEL} not written (--write-anyway writes it)")
+        print(f"fine-tuning did not beat the start as nailseg-predict runs each "
+              f"({summary['verdict']}): keep the start, nailseg-predict PHOTOS MASKS "
+              f"--checkpoint {checkpoint.path}; {kept}; the scores in {SCORES}, the run in "
+              f"{SUMMARY}.")
     return 0
 
 
-def write_outputs(out: Path, scores: pd.DataFrame, run: dict, model: LitNailSegmentation,
+def write_outputs(out: Path, scores: pd.DataFrame, run: dict, model: LitNailSegmentation | None,
                   image_size: int) -> None:
     """:data:`SCORES`, :data:`SUMMARY` and :data:`MODEL` in ``out`` as one unit: all three are
     written into a hidden staging folder in ``out`` (what a killed run left there is deleted
-    first), then renamed into place, the model last; DataError naming OUT when they cannot be
-    written, nothing of them left behind."""
+    first), then renamed into place, the model last; without a ``model`` (the start kept), an
+    earlier run's :data:`MODEL` in ``out`` is deleted, so that none is taken for this run's.
+    DataError naming OUT when they cannot be written, nothing of them left behind."""
     for name in (*OUTPUTS, STAGING):  # staging of killed runs, theirs or an older version's
         for left in stale_staging(out / name):
             discard(left)
@@ -331,9 +384,12 @@ def write_outputs(out: Path, scores: pd.DataFrame, run: dict, model: LitNailSegm
         staging.mkdir()
         scores.to_csv(staging / SCORES, index=False)
         write_json(staging / SUMMARY, run, default=float)  # numpy's numbers
-        save_weights(model, staging / MODEL, image_size)
-        for name in OUTPUTS:
+        if model is not None:
+            save_weights(model, staging / MODEL, image_size)
+        for name in OUTPUTS if model is not None else (SCORES, SUMMARY):
             os.replace(staging / name, out / name)
+        if model is None:
+            (out / MODEL).unlink(missing_ok=True)
     except OSError as error:
         if is_disk_full(as_disk_full(error, staging)):  # while the staged files fill the disk
             raise DataError(f"Cannot write {MODEL}, {SCORES} and {SUMMARY} to {out}: "
