@@ -5,8 +5,8 @@
 prepares its ``data_root`` (PHOTOS_ROOT is only read, the prepared files go to the data
 folder). The start is ``--checkpoint``, else notebook 06's synthetic start
 (:func:`~nailseg_common.training.checkpoints.choose_checkpoint`), read once; every run
-follows the profile's ``finetune_*`` recipe with notebook 06's functions
-(:mod:`nailseg_common.training.fine_tuning`).
+follows the profile's ``keep_*`` recipe (the model to keep: as long as a laptop allows) with
+notebook 06's functions (:mod:`nailseg_common.training.fine_tuning`).
 
 Every photo is scored as ``nailseg-predict`` would draw its mask (hard Dice and IoU at
 probability 0.5 against the full-size mask, the photo seen at the model's side with
@@ -146,21 +146,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "best-*.ckpt and the course's model, the better on its synthetic "
                              "validation")
     parser.add_argument("--profile", default="",
-                        help="smoke, cpu or gpu: the recipe (finetune_steps, finetune_lr, "
-                             "finetune_image_size...); default: $NAILSEG_PROFILE, else chosen "
-                             "from the hardware")
+                        help="smoke, cpu or gpu: the recipe (keep_steps, keep_lr, "
+                             "keep_image_size, keep_folds); default: $NAILSEG_PROFILE, else "
+                             "chosen from the hardware")
     parser.add_argument("--steps", default=None,
-                        help="optimizer steps of each run (default: the profile's finetune_steps)")
+                        help="optimizer steps of each run (default: the profile's keep_steps: "
+                             "cpu 160, gpu 120)")
     parser.add_argument("--lr", default=None,
                         help="peak learning rate of each run (default: the profile's "
-                             "finetune_lr: cpu 3e-4, gpu 7e-4); with more --steps a higher one "
-                             "may pay, see lab/real_photos_recipe")
+                             "keep_lr: cpu 1e-3, gpu 7e-4)")
     parser.add_argument("--image-size", default=None,
                         help="side of the square the model sees, a multiple of 32 (default: "
-                             "the profile's finetune_image_size: smoke 64, cpu 128, gpu 384)")
-    parser.add_argument("--folds", default=5,
-                        help="folds of the cross-validation (default 5; with fewer photos, one "
-                             "a photo)")
+                             "the profile's keep_image_size: smoke 64, cpu 192, gpu 384)")
+    parser.add_argument("--folds", default=None,
+                        help="folds of the cross-validation (default: the profile's "
+                             "keep_folds: cpu 3, gpu 5; with fewer photos, one a photo)")
     parser.add_argument("--no-cross-validation", dest="cross_validation",
                         action="store_false",
                         help="skip the cross-validation: score the start as it is, then "
@@ -320,9 +320,9 @@ def fine_tune_photos(args: argparse.Namespace, argv: list[str]) -> int:
     build_model(checkpoint)  # weights that do not fit the U-Net: DataError, before any training
     check_out(out, str(args.out), args.photos_root, args.force)
     profile = select_profile(name, accelerator=accelerator)
-    cfg = dataclasses.replace(profile, image_size=args.image_size or profile.finetune_image_size,
-                              finetune_steps=args.steps or profile.finetune_steps,
-                              finetune_lr=args.lr or profile.finetune_lr,
+    cfg = dataclasses.replace(profile, image_size=args.image_size or profile.keep_image_size,
+                              finetune_steps=args.steps or profile.keep_steps,
+                              finetune_lr=args.lr or profile.keep_lr,
                               encoder=checkpoint.encoder)
     set_matmul_precision(cfg)
     try:
@@ -333,7 +333,8 @@ def fine_tune_photos(args: argparse.Namespace, argv: list[str]) -> int:
     create_out(out, f"OUT {args.out}")  # before the runs: an OUT it cannot write stops it now
     check_space(out, checkpoint)
     frame, photos = photos_on_device(data, cfg)
-    folds = k_folds(len(frame), min(args.folds, len(frame))) if args.cross_validation else []
+    folds = (k_folds(len(frame), min(args.folds or cfg.keep_folds, len(frame)))
+             if args.cross_validation else [])
     print(f"start: {checkpoint.path}; {len(frame)} photos, "
           + (f"{len(folds)} folds" if folds else "no cross-validation")
           + f"; {cfg.finetune_steps} steps a run at {cfg.image_size} px, batch {cfg.batch_size}, "
