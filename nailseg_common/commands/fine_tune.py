@@ -93,9 +93,10 @@ with starting(__name__):  # Ctrl-C during these imports: one line (see command_l
         fine_tune,
         k_folds,
         photos_on_device,
+        score_photos,
         start_model,
     )
-    from nailseg_common.training.unet import LitNailSegmentation, per_image_dice
+    from nailseg_common.training.unet import LitNailSegmentation
 
 MODEL, SCORES, SUMMARY = "model.pt", "scores.csv", "summary.json"
 OUTPUTS = (SCORES, SUMMARY, MODEL)
@@ -231,17 +232,16 @@ def scored_as_predicted(model: LitNailSegmentation, frame: pd.DataFrame, rows, s
     test-time flips, the probabilities upsampled to the photo's own size and thresholded,
     scored against the full-size mask (the prepared arrays: EXIF turns applied)."""
     model = model.to(device).eval()
-    dice = []
+    scored = []
     with torch.inference_mode():
         for row in rows:
             photo = np.load(frame.at[row, "npy_image"])
             nail = torch.from_numpy(np.load(frame.at[row, "npy_mask"])[..., 0] == 1)
             drawn = torch.from_numpy(predict_mask(model, photo, side, device) > 0)
-            dice.append(float(per_image_dice(drawn.float()[None, None] * 2 - 1,
-                                             nail.float()[None, None])[0]))
-    table = frame.loc[list(rows), ["type"]].assign(
-        photo=[Path(image).name for image in frame.loc[list(rows), "image"]], dice=dice)
-    return table.assign(iou=table["dice"] / (2 - table["dice"]))[["photo", "type", "dice", "iou"]]
+            # the drawn mask as logits (+1 nail, -1 not): notebook 06's scores of one photo
+            scored.append(score_photos(drawn.float()[None, None] * 2 - 1,
+                                       nail.float()[None, None], frame.loc[[row]]))
+    return pd.concat(scored)
 
 
 def score_and_fine_tune(cfg: Profile, frame: pd.DataFrame, photos: BatchSlices, folds: list,
