@@ -6,8 +6,8 @@
 #     - segmentation
 #     - pytorch
 #     date: '2026-11-23'
-#     description: A synthetic nail dataset in the real layout, validation with clear
-#       errors, a stratified split, CSV files and .npy arrays for DALI.
+#     description: A synthetic nail dataset of JPEG photos in the real layout, validation
+#       with clear errors, a stratified split, CSV files and labels every pipeline reads.
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: blog
@@ -26,10 +26,11 @@
 # # 01 · Data preparation
 #
 # Every later notebook trains on the same files, so this one builds them: photos of fingers
-# and their nail masks, checked, split into a training and a validation set, listed in CSV
-# files and converted to `.npy` arrays that NVIDIA DALI can read straight into GPU memory.
-# Without a real dataset the course generates a synthetic one: procedurally drawn fingers
-# with polished or nude nails on cluttered backgrounds, in exactly the layout of the real set.
+# and their nail masks, checked, split into a training and a validation set and listed in
+# CSV files. The photos stay JPEGs, as a phone wrote them: every pipeline of the course
+# decodes them every epoch, and how fast it does is what the course is about. Without a real
+# dataset the course generates a synthetic one: procedurally drawn fingers with polished or
+# nude nails on cluttered backgrounds, in exactly the layout of the real set.
 #
 # ## What you'll learn
 #
@@ -37,7 +38,8 @@
 # - how the synthetic nail photos are made, and why they are not trivial to segment
 # - validating image/mask pairs, and the clear errors you get for bad files
 # - a reproducible train/valid split stratified by type, written to `csv_file/*.csv`
-# - converting to `.npy` for DALI, and why the preparation is safe to re-run
+# - photos as users bring them (JPEG, EXIF orientation, progressive, grayscale, CMYK), the
+#   labels every pipeline reads, and why the preparation is safe to re-run
 # - looking at the data: samples per type, image sizes, how much of an image is nail
 #
 # > Runs everywhere: nothing here needs a GPU. A `cpu` or `gpu` profile only makes the
@@ -57,7 +59,7 @@ from PIL import Image
 
 from nailseg_common.core.errors import DataError
 from nailseg_common.data import preparation, synthetic
-from nailseg_common.data.images import MASK_THRESHOLD, read_binary_mask
+from nailseg_common.data.images import MASK_THRESHOLD, read_binary_mask, read_header
 from nailseg_common.measure import plots
 
 # %% tags=["parameters"]
@@ -73,7 +75,7 @@ cfg, data = start(profile, data_root, num_images=num_images, seed=seed)
 
 # %% [markdown]
 # That one call did everything this notebook explains step by step: it generated the
-# synthetic set (unless you gave a real one), validated it, split it and converted it.
+# synthetic set (unless you gave a real one), validated it, split it and wrote its labels.
 # Every other notebook starts with the same call; when nothing changed it returns at once.
 #
 # ## The layout
@@ -83,7 +85,7 @@ cfg, data = start(profile, data_root, num_images=num_images, seed=seed)
 #
 # ```
 # <data root>/
-#   Images/1/00000.png   Masks/1/00000.png
+#   Images/1/00000.jpg   Masks/1/00000.png
 #   Images/2/...         Masks/2/...
 #   Images/3/...         Masks/3/...
 #   Images/4/...         Masks/4/...
@@ -282,29 +284,41 @@ counts
 # The split is written, as in the original series (Nguyen Hoang-Phuong's ["Segmentation
 # Model" series](https://hphuongdhsp.github.io/ml-blog/)), to `csv_file/train.csv` and
 # `csv_file/valid.csv`. Paths in the files are relative (to the data root for `image` and
-# `mask`, to the prepared folder for the `.npy` files); `read_split` makes them absolute.
+# `mask`, to the prepared folder for `label`); `read_split` makes them absolute.
 
 # %%
 pd.read_csv(data.train_csv).head()
 
 # %% [markdown]
-# ## `.npy` files for DALI
+# ## Photos as phones write them, labels as the pipelines read them
 #
-# DALI's `fn.readers.numpy` reads arrays straight into (GPU) memory without decoding, so
-# every pair is also stored as an image `HxWx3 uint8` and a mask `HxWx1 uint8` in `{0, 1}`,
-# at the original size. They are larger than PNGs: decoding is traded for bytes.
+# The synthetic photos are stored the way users' photos come: JPEGs of the profile's
+# `photo_side` pixels on the long side, one in five progressive, one in twenty grayscale and
+# one in twenty CMYK (as some editors save them), and a third stored on their side with an
+# EXIF orientation that turns them upright, as a phone stores a portrait photo. The mask is
+# drawn on the photo as it is shown, upright. Each file's header says which it is:
 
 # %%
-row = train.iloc[0]
-image, mask = np.load(row["npy_image"]), np.load(row["npy_mask"])
-print("image", image.shape, image.dtype, "| mask", mask.shape, mask.dtype, np.unique(mask))
+both = pd.concat([train, valid])
+headers = pd.DataFrame([read_header(path)._asdict() for path in both["image"]])
+print(headers.value_counts(["format", "mode", "orientation"]).rename("photos").to_frame())
 
+# %% [markdown]
+# Preparation decodes every photo once, to check it against its mask, but does not convert
+# it: the photos stay as they are, and every pipeline decodes them every epoch (notebook 02
+# on CPU workers, 03 and 04 on the GPU). Decoding once ahead of time, as the original series
+# did with `.npy` arrays, is a choice notebook 03 makes and measures. What preparation writes
+# is each mask *as the course reads it* (the rule above, EXIF applied): a 0/255 PNG at the
+# photo's displayed size, `labels/<type>/<name>.png`, which every pipeline can decode as it
+# is. Labels are one channel of two values, so they are small:
+
+# %%
 def megabytes(paths):
     return sum(Path(p).stat().st_size for p in paths) / 1e6
 
-both = pd.concat([train, valid])
-print(f"PNG/JPEG: {megabytes(both['image']) + megabytes(both['mask']):.1f} MB, "
-      f"npy: {megabytes(both['npy_image']) + megabytes(both['npy_mask']):.1f} MB")
+label = Image.open(both["label"].iloc[0])
+print(f"a label: {label.format} {label.mode} {label.size}, values {np.unique(np.asarray(label))}")
+print(f"photos: {megabytes(both['image']):.1f} MB, labels: {megabytes(both['label']):.1f} MB")
 
 # %% [markdown]
 # Everything was written into a temporary folder and renamed into place at the end, so a
@@ -331,9 +345,9 @@ plots.plot_samples_by_type(table, per_type=4)
 plt.show()
 
 # %% [markdown]
-# Image sizes vary, and so do aspect ratios. Models need fixed-size batches, so notebooks
-# 02-04 resize every image to the profile's `image_size` first (see the augmentation
-# policy); the `.npy` files keep the original size.
+# Aspect ratios vary, and a real set's sizes do too. Models need fixed-size batches, so
+# notebooks 02-04 resize every photo to the profile's `image_size` as they decode it (see
+# the augmentation policy); the files keep their own size.
 
 # %%
 plots.plot_image_sizes(table)
@@ -374,14 +388,15 @@ print("prepared files:", data.prepared.relative_to(data.prepared.parents[1]))
 #
 # - `start(profile, data_root, ...)` is the one call every notebook makes; through
 #   `ensure_prepared` it generates the synthetic set if needed, validates, splits and
-#   converts, and is safe to re-run.
+#   writes the labels, and is safe to re-run.
 # - The synthetic set mimics the real layout and types, and is hard enough that a colour
 #   threshold fails (best IoU shown above), so the models must learn shapes.
 # - Bad data fails early with a message naming the file and the fix; nothing is left
 #   half-written.
 # - The split (`split_pairs`, shown above) is stratified by type and seeded;
 #   `csv_file/train.csv` and `valid.csv` list
-#   the pairs with relative paths; `.npy` copies feed DALI.
+#   the pairs with relative paths. The photos stay JPEGs, decoded by every pipeline every
+#   epoch; the labels are the masks as the course reads them, upright, 0/255 PNG.
 
 # %% [markdown]
 # ## Exercises

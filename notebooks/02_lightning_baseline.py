@@ -30,7 +30,7 @@
 #
 # This notebook writes and trains the reference model of the course: a U-Net that segments
 # nails, written with PyTorch Lightning 2 and fed by a classic input pipeline, where
-# DataLoader workers read PNG files and augment them with Albumentations on the CPU. Every
+# DataLoader workers decode the JPEG photos and augment them with Albumentations on the CPU. Every
 # piece is written out here, in full: the augmentation policy, the `Dataset`, the
 # `LightningDataModule`, the loss and the metrics, the `LightningModule` and the `Trainer`.
 # Notebooks 03 (Kornia) and 04 (DALI) reuse the model and the Trainer unchanged and replace
@@ -86,8 +86,8 @@ import albumentations as A
 import matplotlib.pyplot as plt
 import torch
 
-from nailseg_common.data.images import read_binary_mask, read_rgb
-from nailseg_common.data.preparation import read_split
+from nailseg_common.data.images import read_rgb
+from nailseg_common.data.preparation import read_label, read_split
 from nailseg_common.measure import plots
 from nailseg_common.pipelines.gallery import albumentations_panels, policy_table
 
@@ -207,7 +207,7 @@ def valid_transform(image_size: int) -> A.Compose:
 # often each version returns what the model expects: resized and normalised.
 
 # %%
-image, mask = read_rgb(train_frame["image"].iloc[0]), read_binary_mask(train_frame["mask"].iloc[0])
+image, mask = read_rgb(train_frame["image"].iloc[0]), read_label(train_frame["label"].iloc[0])
 for p in (0.5, 1.0):
     transform = A.Compose([resize(cfg.image_size), *policy_transforms(), A.Normalize()], p=p, seed=0)
     outputs = [transform(image=image, mask=mask)["image"] for _ in range(200)]
@@ -255,23 +255,24 @@ import pandas as pd
 import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
-from nailseg_common.data.images import read_binary_mask, read_rgb
+from nailseg_common.data.images import read_rgb
+from nailseg_common.data.preparation import read_label
 
 
 class NailDataset(Dataset):
-    """Image/mask pairs listed in ``frame`` (columns ``image`` and ``mask``: absolute paths)."""
+    """Photo/label pairs listed in ``frame`` (columns ``image`` and ``label``: absolute paths)."""
 
     def __init__(self, frame: pd.DataFrame, transform=None):
-        if not {"image", "mask"} <= set(frame.columns):
-            raise ValueError("The frame lacks image/mask columns: use preparation.read_split.")
-        self.images, self.masks = frame["image"].astype(str).tolist(), frame["mask"].astype(str).tolist()
+        if not {"image", "label"} <= set(frame.columns):
+            raise ValueError("The frame lacks image/label columns: use preparation.read_split.")
+        self.images, self.masks = frame["image"].astype(str).tolist(), frame["label"].astype(str).tolist()
         self.transform = transform
 
     def __len__(self) -> int:
         return len(self.images)
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        image, mask = read_rgb(self.images[index]), read_binary_mask(self.masks[index])
+        image, mask = read_rgb(self.images[index]), read_label(self.masks[index])
         if image.shape[:2] != mask.shape:
             raise ValueError(f"{self.images[index]!r} is {image.shape[:2]}, its mask {mask.shape}")
         out = self.transform(image=image, mask=mask) if self.transform else {"image": image, "mask": mask}
@@ -291,8 +292,9 @@ def seed_worker_transform(worker_id: int) -> None:
 # %% [markdown]
 # ## 1. The `LightningDataModule`
 #
-# Every training image goes through Python on a CPU worker: decode the PNG, resize it, then
-# flip, warp, re-light, add noise and blur it, one image at a time. A DataLoader spreads
+# Every training image goes through Python on a CPU worker: decode the JPEG, turn it upright as
+# its EXIF orientation says, resize it, then flip, warp, re-light, add noise and blur it, one
+# image at a time. A DataLoader spreads
 # that over `num_workers` processes; whether they keep up with the model is what the end of
 # this notebook measures.
 #
@@ -846,7 +848,8 @@ print(speed.report(bound, "Albumentations"))  # the ratio to the bound and its s
 #
 # ## Summary
 #
-# - The reference pipeline reads PNGs and augments them with Albumentations on CPU workers,
+# - The reference pipeline decodes the JPEG photos and augments them with Albumentations on
+#   CPU workers,
 #   yielding compact `uint8` batches; the LightningModule converts and normalises on the device.
 # - The augmentation policy lives in one table (`policy.POLICY`); the Albumentations,
 #   Kornia and DALI builders all read it. A `Compose` keeps `p=1`: its `p` gates the whole

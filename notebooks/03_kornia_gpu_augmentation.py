@@ -8,8 +8,8 @@
 #     - pytorch-lightning
 #     date: '2026-11-23'
 #     description: The augmentation policy as a Kornia module on whole batches on the
-#       GPU, a fused sync-free version, a uint8 cache, and the measured steps that close
-#       the gap to the bound.
+#       GPU, a fused sync-free version, JPEG photos decoded on the GPU, and the measured
+#       steps that close the gap to the bound.
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: blog
@@ -32,18 +32,22 @@
 # the GPU waits for data. This notebook moves the augmentation to where the model already
 # is. With Kornia, augmentation is an `nn.Module` that takes a whole `B×3×H×W` batch (and
 # its `B×1×H×W` masks) on the GPU and returns it augmented, inside Lightning's
-# `on_after_batch_transfer` hook. The CPU is left with almost nothing to do, and we measure,
-# step by step, how close that gets to training as fast as if the batches were already on
-# the GPU: notebook 02's ratio to the bound.
+# `on_after_batch_transfer` hook. Then the decoding follows: the GPU decodes the JPEG photos
+# itself, so the CPU is left with reading files, and we measure, step by step, how close that
+# gets to training as fast as if the batches were already on the GPU: notebook 02's ratio to
+# the bound.
 #
 # ## What you'll learn
 #
 # - augmentation as an `nn.Module` on a batch: the course's policy as a Kornia 0.9
 #   `AugmentationSequential` over image and mask (nearest interpolation keeps masks binary)
 # - why the textbook version is slow on a GPU, and a fused version of the same policy
-# - the Lightning hook the augmentation runs in, and a uint8 cache with its DataModule
+# - the Lightning hook the augmentation runs in, and a DataModule whose batches are JPEG bytes
+#   that are decoded on the device (nvJPEG) as Lightning moves them there, photos turned
+#   upright as their EXIF orientation says
 # - training with the augmentation inside the step, compared with notebook 02's logged run
-# - closing the gap to the bound, one measured step at a time
+# - closing the gap to the bound, one measured step at a time, beside decoding once ahead of
+#   time (a uint8 cache) and what that costs
 #
 # Runs everywhere: without a GPU, Kornia runs on the CPU (the notebook says so) and the
 # numbers tell the CPU's story. The reference GPU numbers at the end come from `make bench`
@@ -62,7 +66,9 @@ from IPython.display import display
 from nailseg_common.measure import plots
 from nailseg_common.measure.benchmark import load_results, results_label, shares_table
 from nailseg_common.core.statistics import Verdict, mean_spread
+from nailseg_common.data.decoded import cache_cost, load_cache
 from nailseg_common.pipelines.albumentations_pipeline import NailDataModule
+from nailseg_common.pipelines.cached_pipeline import CachedNailDataModule
 from nailseg_common.pipelines.gallery import gallery_panels, policy_table
 from nailseg_common.training import run_logs
 from nailseg_common.training.trainer import TrainingSpeed, bound_images_per_second, make_trainer
@@ -77,7 +83,7 @@ batch_size = None
 max_steps = None        # optimizer steps of the Kornia training
 encoder = None          # smp encoder name
 lr = None               # peak learning rate
-num_workers = None      # CPU workers of the PNG-decoding steps
+num_workers = None      # CPU DataLoader workers
 precision = None        # Lightning precision, e.g. 32-true, bf16-mixed
 accelerator = None      # cpu or gpu
 max_train_batches = None  # cap per epoch (0: the whole set)
@@ -111,7 +117,7 @@ print(f"Kornia runs on the {cfg.accelerator.upper()} in this notebook"
 # image, resampled with nearest neighbour so it stays binary; photometric ops leave it alone.
 
 # %%
-#| export pipelines.kornia_pipeline: the Kornia pipeline of the policy on the GPU, and the uint8 cache it reads
+#| export pipelines.kornia_pipeline: the Kornia pipeline: the policy on the GPU, and photos decoded on the device
 from collections.abc import Mapping
 
 import kornia.augmentation as K
@@ -338,202 +344,215 @@ print(augment := KorniaAugmentation(seed=0))
 print(inspect.getsource(LitNailSegmentation.on_after_batch_transfer))
 
 # %% [markdown]
-# ## A pre-resized uint8 cache and its DataModule
+# ## Decoding on the device, in the loader's hook
 #
-# With augmentation on the GPU the CPU is left with decoding and resizing, and at H200 speed
-# even that is too slow (step 2 of the gap below measures it). Both are the same every
-# epoch, so they are done once:
-# every image and mask is resized with the baseline's validation transform and stored as one
-# contiguous uint8 array per split (`N×3×S×S` and `N×1×S×S`) under the prepared folder.
-# `nailseg_common.core.files` keeps that folder honest: it builds it under a lock in a
-# temporary folder renamed into place, and rebuilds it when the manifest (the source files,
-# and a size and digest of every written file) no longer matches.
+# With augmentation on the GPU the CPU is left with decoding and resizing the photos, and a
+# phone photo is far more pixels than the model sees: at H200 speed, CPU workers decoding
+# JPEGs hold training back (notebook 05 measures by how much). The GPU decodes JPEGs too:
+# `torchvision.io.decode_jpeg(list_of_bytes, device="cuda")` decodes a whole batch with nvJPEG.
+# So the loader's workers only read each file's bytes and its header, and the decoding moves
+# to where Lightning moves the batch to the device: Lightning calls a batch's own `.to(device)`
+# when it has one, so a batch of bytes can arrive decoded.
+#
+# A photo the way a user brings it needs three things on the way. The header's EXIF
+# orientation says how to turn the stored pixels upright (a phone stores a portrait photo on
+# its side); the decoder does not do it on the GPU, so `upright` does. nvJPEG decodes baseline
+# and progressive JPEGs in colour or gray, but not CMYK: those, and PNGs, are decoded in the
+# worker with the course's reader (`read_rgb`, upright already). And the labels are
+# preparation's PNGs, already upright, decoded in the worker: one channel, a few kilobytes.
+#
+# One more thing the workers must get right: how an item leaves them. A DataLoader worker
+# hands every *tensor* to the main process as a shared-memory file descriptor, and a batch of
+# 32 photos and labels is 64 of them: on the H200, four workers ran out (`OSError: [Errno 9]
+# Bad file descriptor`). NumPy arrays are pickled through the worker's pipe instead, so the
+# items carry arrays, and the tensors are made on the other side.
 
 # %%
 #| export pipelines.kornia_pipeline
-import os
-from pathlib import Path
-
 import numpy as np
-import torch
+from torch.utils.data import Dataset
+from torchvision.io import ImageReadMode, decode_jpeg
 
-from nailseg_common.core.files import build_once
-from nailseg_common.data.preparation import read_split
-from nailseg_common.pipelines.albumentations_pipeline import valid_transform
-from nailseg_common.setup.paths import DataLocation
+from nailseg_common.core.errors import DataError
+from nailseg_common.data.images import read_header, read_rgb
+from nailseg_common.data.preparation import read_label
 
-SPLITS = ("train", "valid")
-CACHE_FORMAT = 3  # 3: masks resized on the image's pixel grid (notebook 02's resize)
-
-
-def cache_dir(location: DataLocation, image_size: int) -> Path:
-    """Where the cache for ``image_size`` lives."""
-    return location.prepared / f"cache_{image_size}"
+DEVICE_DECODES = ("RGB", "L")  # JPEG colour modes nvJPEG decodes; CMYK is decoded on the CPU
 
 
-def _write_split(location: DataLocation, split: str, image_size: int, folder: Path) -> None:
-    """Resize every pair of ``split`` into two uint8 memory-mapped arrays in ``folder``."""
-    frame, transform = read_split(location, split), valid_transform(image_size)
-    shape = (len(frame), image_size, image_size)
-    images = np.lib.format.open_memmap(folder / f"{split}_images.npy", mode="w+",
-                                       dtype=np.uint8, shape=(shape[0], 3, *shape[1:]))
-    labels = np.lib.format.open_memmap(folder / f"{split}_labels.npy", mode="w+",
-                                       dtype=np.uint8, shape=(shape[0], 1, *shape[1:]))
-    for i, (image_file, mask_file) in enumerate(zip(frame["npy_image"], frame["npy_mask"])):
-        image, mask = np.load(image_file), np.load(mask_file)
-        out = transform(image=image, mask=mask.reshape(mask.shape[:2]))
-        images[i] = out["image"].transpose(2, 0, 1)
-        labels[i, 0] = out["mask"]
-    images.flush()
-    labels.flush()
+class EncodedPhotos(Dataset):
+    """The pairs of ``frame``: each photo's bytes and EXIF orientation when the device decodes
+    it (a colour or gray JPEG), else its pixels decoded here; its label ``H×W`` uint8. All as
+    NumPy arrays, which leave a worker pickled (a tensor would take a file descriptor each)."""
 
-
-# %% [markdown]
-# `ensure_cache` says what the cache is made from and how to write it; `load_cache` reads one
-# split into memory as two uint8 tensors.
-
-# %%
-#| export pipelines.kornia_pipeline
-def ensure_cache(location: DataLocation, image_size: int) -> Path:
-    """Build the uint8 cache of both splits once; later calls check it and return its folder."""
-    sources = {split: [os.path.relpath(p, location.prepared)
-                       for p in read_split(location, split)["npy_image"]] for split in SPLITS}
-
-    def write(folder: Path) -> None:
-        for split in SPLITS:
-            _write_split(location, split, image_size, folder)
-
-    files = [f"{split}_{kind}.npy" for split in SPLITS for kind in ("images", "labels")]
-    manifest = {"format": CACHE_FORMAT, "image_size": image_size, "sources": sources}
-    return build_once(cache_dir(location, image_size), manifest, write, files)
-
-
-def load_cache(location: DataLocation, image_size: int, split: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """The cached ``(images, labels)`` of one split as uint8 tensors in memory (built if needed)."""
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS}, got {split!r}.")
-    folder = ensure_cache(location, image_size)
-    return tuple(torch.from_numpy(np.load(folder / f"{split}_{kind}.npy")) for kind in ("images", "labels"))
-
-
-# %% [markdown]
-# A batch is then a single gather from that array: `BatchSlices` is a dataset whose item is
-# a whole batch, and a `BatchSampler` hands it a list of indices. No per-item `__getitem__`,
-# no collate, uint8 on the wire (four times less than float32).
-
-# %%
-#| export pipelines.kornia_pipeline
-class BatchSlices(torch.utils.data.Dataset):
-    """Whole batches from contiguous uint8 tensors: ``dataset[list_of_indices]`` is one batch."""
-
-    def __init__(self, images: torch.Tensor, labels: torch.Tensor):
-        if images.dtype != torch.uint8 or images.shape[0] != labels.shape[0]:
-            raise ValueError(f"Expected uint8 images and labels of the same length, got {images.dtype} "
-                             f"{tuple(images.shape)} and {tuple(labels.shape)}.")
-        self.images, self.labels = images, labels
+    def __init__(self, frame):
+        self.images, self.labels = frame["image"].tolist(), frame["label"].tolist()
 
     def __len__(self) -> int:
-        return self.images.shape[0]
+        return len(self.images)
 
-    def __getitem__(self, indices) -> dict[str, torch.Tensor]:
-        index = torch.as_tensor(indices, dtype=torch.long, device=self.images.device)
-        return {"image": self.images.index_select(0, index), "label": self.labels.index_select(0, index)}
+    def __getitem__(self, index: int) -> dict:
+        path, header = self.images[index], read_header(self.images[index])
+        item = {"file": path, "label": read_label(self.labels[index])}
+        if header.format == "JPEG" and header.mode in DEVICE_DECODES:
+            return {**item, "data": np.fromfile(path, dtype=np.uint8), "orientation": header.orientation}
+        return {**item, "pixels": read_rgb(path)}
 
 
 # %% [markdown]
-# The DataModule pins the memory when training on a GPU, so Lightning's `non_blocking` copy
-# really is asynchronous. Its training batches are *not* augmented: pair it with
-# `LitNailSegmentation(gpu_augmentation=KorniaAugmentation())`.
+# The EXIF orientations are eight ways to lay the stored pixels down: a flip, a transpose, or
+# both. `decode_on` decodes the batch's JPEGs in one call, turns each photo upright and resizes
+# photo and label to the training side, bilinear and nearest on the photo's pixel grid, as
+# notebook 02's `A.Resize` does. The photos differ in size, so they are resized one by one;
+# then they are one `B×3×S×S` uint8 batch of the batch contract. A file the decoder refuses is
+# named.
 
 # %%
 #| export pipelines.kornia_pipeline
-import pytorch_lightning as pl
-from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
+TURNS = {1: lambda t: t, 2: lambda t: t.flip(-1), 3: lambda t: t.flip(-1, -2),
+         4: lambda t: t.flip(-2), 5: lambda t: t.transpose(-1, -2),
+         6: lambda t: t.transpose(-1, -2).flip(-1), 7: lambda t: t.transpose(-1, -2).flip(-1, -2),
+         8: lambda t: t.transpose(-1, -2).flip(-2)}
 
+
+def upright(image: torch.Tensor, orientation: int) -> torch.Tensor:
+    """``C×H×W`` pixels as stored, turned as their EXIF ``orientation`` says."""
+    return TURNS.get(orientation, TURNS[1])(image)
+
+
+def _decode_jpegs(items: list[dict], device: torch.device) -> list[torch.Tensor]:
+    data = [torch.from_numpy(item["data"]) for item in items]
+    try:
+        return decode_jpeg(data, mode=ImageReadMode.RGB, device=device) if data else []
+    except RuntimeError:
+        for item, one in zip(items, data):  # find the photo it refused, to name it
+            try:
+                decode_jpeg(one, mode=ImageReadMode.RGB, device=device)
+            except RuntimeError as error:
+                raise DataError(f"Cannot decode photo {item['file']!r} ({error}): re-save it as "
+                                "a JPEG or PNG, or remove it with its mask.") from None
+        raise
+
+
+def decode_on(items: list[dict], image_size: int, device: torch.device) -> dict[str, torch.Tensor]:
+    """A list of :class:`EncodedPhotos` items as one batch on ``device``: ``image``
+    ``B×3×S×S`` and ``label`` ``B×1×S×S``, both uint8, photos upright."""
+    coded = [item for item in items if "data" in item]
+    decoded = iter(_decode_jpegs(coded, device))
+    size, images, labels = (image_size, image_size), [], []
+    for item in items:
+        image = (upright(next(decoded), item["orientation"]) if "data" in item
+                 else torch.from_numpy(item["pixels"]).permute(2, 0, 1).to(device))
+        image = F.interpolate(image[None].float(), size=size, mode="bilinear", align_corners=False)
+        images.append(image.round_().clamp_(0, 255).to(torch.uint8))
+        label = torch.from_numpy(item["label"]).to(device)[None, None].float()
+        labels.append(F.interpolate(label, size=size, mode="nearest-exact").to(torch.uint8))
+    return {"image": torch.cat(images), "label": torch.cat(labels)}
+
+
+# %% [markdown]
+# `EncodedBatch` is that batch: the DataLoader's `collate_fn` makes one of each batch's items,
+# and its `.to(device)` is `decode_on`. Any loop that moves batches with `.to` (Lightning's,
+# the benchmark's) then decodes on the device without knowing it. The DataModule around it is
+# notebook 02's, with `EncodedPhotos` for the dataset. Its training batches are *not*
+# augmented: pair it with `LitNailSegmentation(gpu_augmentation=KorniaAugmentation())`, whose
+# `on_after_batch_transfer` runs on the decoded batch.
+
+# %%
+#| export pipelines.kornia_pipeline
+import functools
+
+import pytorch_lightning as pl
+from torch.utils.data import DataLoader
+
+from nailseg_common.data.preparation import SPLITS, read_split
+from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import Profile
 
 
-class CachedNailDataModule(pl.LightningDataModule):
-    """Batches of the batch contract (uint8) straight from the pre-resized cache.
+class EncodedBatch:
+    """The items of one batch of :class:`EncodedPhotos`; ``.to(device)`` decodes them there."""
 
-    ``num_workers`` defaults to at most 2 of the profile's (a gather is a memory copy);
-    ``pin_memory`` defaults to on when the profile trains on a GPU.
-    """
+    def __init__(self, items: list[dict], image_size: int):
+        self.items, self.image_size = items, image_size
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> dict[str, torch.Tensor]:
+        return decode_on(self.items, self.image_size, torch.device(device))
+
+
+class DeviceDecodedNailDataModule(pl.LightningDataModule):
+    """Train/valid loaders whose CPU workers read the photos' bytes, as :class:`EncodedBatch`
+    es: moved to the training device, they are decoded, turned upright and resized there."""
 
     def __init__(self, location: DataLocation, profile: Profile, num_workers: int | None = None,
-                 pin_memory: bool | None = None, seed: int = 0):
+                 seed: int = 0):
         super().__init__()
         self.location, self.profile, self.seed = location, profile, seed
-        self.num_workers = min(profile.num_workers, 2) if num_workers is None else num_workers
-        self.pin_memory = profile.device.type == "cuda" if pin_memory is None else pin_memory
-        self.data: dict[str, BatchSlices] = {}
-
-    def prepare_data(self) -> None:
-        ensure_cache(self.location, self.profile.image_size)
+        self.num_workers = profile.num_workers if num_workers is None else num_workers
 
     def setup(self, stage: str | None = None) -> None:
-        for split in SPLITS:
-            if split not in self.data:
-                images, labels = load_cache(self.location, self.profile.image_size, split)
-                if self.num_workers > 0:  # workers started with spawn get handles, not copies
-                    images, labels = images.share_memory_(), labels.share_memory_()
-                self.data[split] = BatchSlices(images, labels)
+        self.photos = {split: EncodedPhotos(read_split(self.location, split)) for split in SPLITS}
 
-    def _loader(self, split: str, shuffle: bool) -> DataLoader:
-        self.setup()
-        dataset = self.data[split]
-        order = (RandomSampler(dataset, generator=torch.Generator().manual_seed(self.seed))
-                 if shuffle else SequentialSampler(dataset))
-        batches = BatchSampler(order, self.profile.batch_size,
-                               drop_last=shuffle and len(dataset) >= self.profile.batch_size)
-        return DataLoader(dataset, sampler=batches, batch_size=None, num_workers=self.num_workers,
-                          pin_memory=self.pin_memory, persistent_workers=self.num_workers > 0)
+    def _loader(self, split: str, train: bool) -> DataLoader:
+        collate = functools.partial(EncodedBatch, image_size=self.profile.image_size)
+        return DataLoader(self.photos[split], batch_size=self.profile.batch_size, shuffle=train,
+                          drop_last=train, num_workers=self.num_workers, collate_fn=collate,
+                          persistent_workers=self.num_workers > 0,
+                          generator=torch.Generator().manual_seed(self.seed) if train else None)
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader("train", shuffle=True)
+        return self._loader("train", train=True)
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader("valid", shuffle=False)
+        return self._loader("valid", train=False)
 
+
+# %% [markdown]
+# One batch through it, before any training: what the workers hand over (the JPEG's bytes
+# and its EXIF orientation, or the pixels; the label), and what `.to(device)` makes of it.
 
 # %%
-images, labels = load_cache(data, cfg.image_size, "train")
-print(f"cache: {cache_dir(data, cfg.image_size).name}  "
-      f"images {tuple(images.shape)} {images.dtype}, labels {tuple(labels.shape)} {labels.dtype}, "
-      f"{(images.numel() + labels.numel()) / 2**20:.1f} MiB")
-batch_image, batch_label = images[: cfg.batch_size].to(device), labels[: cfg.batch_size].to(device)
-out_image, out_label = augment(batch_image, batch_label)
-print("in :", tuple(batch_image.shape), batch_image.dtype, batch_image.device, "| out:", tuple(out_image.shape),
-      out_image.dtype, f"[{out_image.min():.2f}, {out_image.max():.2f}], labels", out_label.unique().tolist())
+(photos := DeviceDecodedNailDataModule(data, cfg, num_workers=0)).setup()
+encoded = next(iter(photos.val_dataloader()))
+for item in encoded.items[:4]:
+    print(item["file"].rsplit("/", 1)[-1], {k: getattr(v, "shape", v) for k, v in item.items() if k != "file"})
+batch = encoded.to(device)
+out_image, out_label = augment(batch["image"], batch["label"])
+print("decoded:", tuple(batch["image"].shape), batch["image"].dtype, batch["image"].device,
+      f"| augmented: {out_image.dtype} [{out_image.min():.2f}, {out_image.max():.2f}]")
 
 # %% [markdown]
 # ## The gallery
 #
-# Four images from the cache, resized only, then three draws of the fused module on the
-# same batch, with notebook 02's `gallery_panels` (it takes the augmentation to show as a
+# Four photos of that batch, decoded and resized only, then three draws of the fused module on
+# the same batch, with notebook 02's `gallery_panels` (it takes the augmentation to show as a
 # function). The yellow outline is the mask: it must stay on the nail after every flip,
 # rotation, shift and zoom, while brightness, contrast, noise and blur touch the image only.
 
 # %%
-plots.plot_augmentation_gallery(gallery_panels(images[:4], labels[:4], KorniaAugmentation(seed=1)))
+plots.plot_augmentation_gallery(gallery_panels(batch["image"][:4].cpu(), batch["label"][:4].cpu(),
+                                                KorniaAugmentation(seed=1)))
 plt.show()
 
 # %% [markdown]
 # ## Training with the augmentation inside the step
 #
 # The model is notebook 02's `LitNailSegmentation`; the only change is
-# `gpu_augmentation=KorniaAugmentation()`, fed by the cache. It trains for the profile's
+# `gpu_augmentation=KorniaAugmentation()`, fed by the photos decoded on the device. It trains for the profile's
 # `max_steps`, with notebook 02's `TrainingSpeed` callback measuring the training images/s
 # (validation excluded). The model keeps the per-image hard Dice of its last validation
 # epoch, so the course's target from notebook 02 judges this run on its own: closer to the
-# labels than the validation masks of the cache drawn two pixels too large.
+# labels than the validation masks drawn two pixels too large.
 
 # %%
 pl.seed_everything(0, verbose=False)
 model = LitNailSegmentation(cfg.encoder, cfg.lr, cfg.max_steps, gpu_augmentation=KorniaAugmentation())
 kornia_speed = TrainingSpeed()
 trainer = make_trainer(cfg, "03_kornia", callbacks=[kornia_speed], enable_checkpointing=False)  # nothing loads it
-trainer.fit(model, CachedNailDataModule(data, cfg))
+trainer.fit(model, DeviceDecodedNailDataModule(data, cfg))
 kornia_metrics, kornia_dice = run_logs.read_metrics(trainer), model.val_dice_per_image
 print(f"{trainer.global_step} steps, {len(kornia_metrics)} epochs: {kornia_speed.images_per_second():.1f} img/s")
 print(run_logs.outline_verdict(kornia_dice, load_cache(data, cfg.image_size, "valid")[1], cfg.device))
@@ -554,7 +573,7 @@ print(run_logs.outline_verdict(kornia_dice, load_cache(data, cfg.image_size, "va
 # outcome**: the same model trains as well with the augmentation on the GPU as on the CPU.
 
 # %%
-runs = run_logs.runs_with_baseline(cfg, {f"cache + Kornia ({device.type.upper()})": kornia_metrics})
+runs = run_logs.runs_with_baseline(cfg, {f"decoded on the {device.type.upper()} + Kornia": kornia_metrics})
 plots.plot_training_curves(runs)
 plt.show()
 display((table := run_logs.runs_table(runs)).round(3))
@@ -576,11 +595,16 @@ if run_logs.BASELINE_LABEL in table.index:
 # `bench_repeats` epochs of `bench_steps` batches after one warm-up epoch (median, range and
 # count of the timed epochs):
 #
-# 0. PNG decode + resize in workers, the textbook `AugmentationSequential` in the step;
+# 0. the photos decoded and resized in CPU workers (notebook 02's loader, without its
+#    augmentation), the textbook `AugmentationSequential` in the step;
 # 1. the fused Kornia module: no host synchronisations, one resampling;
-# 2. the uint8 cache instead of PNG decoding: a batch is one gather from a contiguous array;
-# 3. pinned memory (on a GPU only), so Lightning's `non_blocking=True` copy overlaps with
-#    the GPU's work instead of stalling the CPU: the training run above.
+# 2. the photos decoded on the device instead: the training run above.
+#
+# The last row is the other way out, not a step on from row 2: **decode once, ahead of time**.
+# Every photo is decoded, turned and resized to the training side once, into one uint8 array a
+# split (`nailseg_common.data.decoded`, the series' `.npy` files in one piece), so a batch is a
+# single gather from pinned memory. Its cost is printed beside it: the preparation pass, the
+# disk, and the side it fixes (another `image_size` is another cache).
 
 # %%
 def timed(datamodule, implementation: str) -> TrainingSpeed:
@@ -602,26 +626,28 @@ def rate(speed: TrainingSpeed) -> dict:
 
 
 # %%
+cost = cache_cost(data, cfg.image_size)
+images, labels = load_cache(data, cfg.image_size, "train")
 count = min(4, len(images) // cfg.batch_size)  # full batches already on the device
 resident = [{"image": i.to(device), "label": m.to(device)}
             for i, m in zip(images.split(cfg.batch_size)[:count], labels.split(cfg.batch_size)[:count])]
 bound = bound_images_per_second(cfg, lambda: LitNailSegmentation(cfg.encoder, cfg.lr, cfg.max_steps),
                                 resident, cfg.bench_steps * (cfg.bench_repeats + 1))
 on_gpu = device.type == "cuda"
-speeds = {"0 · PNG decode + resize, Kornia sequential":
+speeds = {"0 · decoded in CPU workers, Kornia sequential":
           timed(NailDataModule(data, cfg, augment=False), "sequential"),
-          "1 · + fused Kornia (no host syncs)": timed(NailDataModule(data, cfg, augment=False), "fused")}
-if on_gpu:
-    speeds["2 · + uint8 cache instead of PNG decode"] = timed(
-        CachedNailDataModule(data, cfg, pin_memory=False), "fused")
-speeds[f"{3 if on_gpu else 2} · + {'pinned ' if on_gpu else ''}uint8 cache: the training run above"] = kornia_speed
+          "1 · + fused Kornia (no host syncs)": timed(NailDataModule(data, cfg, augment=False), "fused"),
+          f"2 · + decoded on the {device.type.upper()}: the training run above": kornia_speed,
+          "decode once, ahead: the uint8 cache": timed(CachedNailDataModule(data, cfg), "fused")}
 gap = pd.DataFrame.from_dict({name: rate(speed) for name, speed in speeds.items()}, orient="index")
 gap["share of bound"] = gap["img/s"] / bound
 print(f"bound: {bound:.1f} training images/s ({len(resident)} resident batches of {cfg.batch_size})")
+print(f"the cache: {cost.cache_mb:.0f} MB on disk beside {cost.photos_mb:.0f} MB of photos, "
+      f"built in {cost.build_seconds:.1f} s on {cost.build_cores} cores")
 gap.round(2)
 
 # %% [markdown]
-# The last row is the training run above. Its share of the bound, `± ` the course's spread
+# Row 2 is the training run above. Its share of the bound, `± ` the course's spread
 # (twice the standard error of its epochs' rates; the bound is a single measurement,
 # counted as exact):
 
@@ -647,10 +673,10 @@ plt.show()
 # %%
 reference = load_results()
 if reference is None:
-    print("No committed GPU results: run `make bench BENCH_OUT=results/benchmark_h200.json` on a GPU.")
+    print("No committed GPU results of these pipelines: run `make bench BENCH_OUT=results/benchmark_h200.json` on a GPU.")
 else:
     print(results_label(reference))
-    names = ["kornia_png_sequential", "kornia_png_fused", "kornia_cache_unpinned", "kornia"]
+    names = ["kornia_cpu_decode_sequential", "kornia_cpu_decode", "kornia", "kornia_cache"]
     display(shares_table(reference, names).round(3))
 
 # %% [markdown]
@@ -660,7 +686,10 @@ else:
 #   `data_keys=["input", "mask"]` geometric ops move image and mask together, and masks stay
 #   binary with nearest interpolation.
 # - Running it in `on_after_batch_transfer` puts augmentation on the GPU for training
-#   batches only; the CPU side shrinks to serving uint8 batches from a cache.
+#   batches only. Decoding follows it there: the workers read each JPEG's bytes, and moving
+#   the batch to the device (its `.to`) decodes it with nvJPEG, turns each photo
+#   upright as its EXIF orientation says and resizes it; CMYK JPEGs and PNGs are decoded in
+#   the workers.
 # - The textbook `AugmentationSequential` is not fast on a GPU: CPU-side parameter sampling,
 #   a CPU noise tensor and host synchronisations make the CPU, not the GPU, the limit. The
 #   same policy fused (one matrix, one resampling, `torch.where` gates, random numbers drawn
@@ -668,9 +697,9 @@ else:
 # - The model beats the course's target from notebook 02 (its labels drawn two pixels too
 #   large) on its own validation scores, and matches notebook 02's logged run within noise;
 #   the training rate is read against the bound, with the spread of its epochs.
-# - To train at the bound the input side must be boring: decode and resize once (a uint8
-#   cache), copy uint8 from pinned memory with `non_blocking=True`, and never make the CPU
-#   wait for the GPU.
+# - Decoding once, ahead of time (a uint8 cache) makes the input side boring, a gather from
+#   pinned memory, at the price printed beside it: a preparation pass, disk, and one fixed
+#   training side. The table says what decoding every epoch costs against it, here.
 #
 # ## Exercises
 #
@@ -684,4 +713,5 @@ else:
 #    does that get, and what does it cost in GPU memory (the cell above printed the cache's
 #    size) for a larger dataset?
 # 4. Run the "closing the gap" cell with `num_workers` set to 1, 2 and 8 for step 0. Where does
-#    the PNG-decoding pipeline stop scaling on your machine?
+#    decoding in CPU workers stop scaling on your machine? And row 2's workers, which only
+#    read bytes?

@@ -27,20 +27,24 @@
 # %% [markdown]
 # # 04 · The whole input pipeline on the GPU with NVIDIA DALI
 #
-# Notebook 03 moved the augmentation onto the GPU but still needed the CPU to prepare
-# resized images (a uint8 cache). NVIDIA DALI goes one step further: reading the files,
-# resizing and every augmentation become one *pipeline graph* that DALI runs itself, with
-# CPU threads for the reading and CUDA kernels for the pixel work, several batches ahead of
+# Notebook 03 moved the augmentation and the JPEG decoding onto the GPU, but left them to
+# Lightning's hooks, one batch at a time, with the CPU turning and resizing each photo.
+# NVIDIA DALI goes one step further: reading the photos, decoding them (with nvJPEG, or the
+# hardware JPEG decoder that A100, H100 and H200 GPUs carry), resizing and every augmentation
+# become one *pipeline graph* that DALI runs itself, with CPU threads for the reading and
+# CUDA kernels for the pixel work, several batches ahead of
 # the training loop. The batches arrive as CUDA tensors, already in the batch contract of
 # notebook 02, so Lightning trains on them unchanged. This is part V of the original series,
-# rewritten for DALI 2.4's functional API, with every line of the pipeline written out here.
+# rewritten for DALI 2.4's functional API, with every line of the pipeline written out here;
+# the series read `.npy` arrays decoded ahead of time, and this notebook reads the photos.
 #
 # ## What you'll learn
 #
 # - how a DALI pipeline is defined (`@pipeline_def`, `fn.*` operators) and built into a graph,
 #   and its three stages: CPU → mixed → GPU
-# - reading the `.npy` files of notebook 01 with `fn.readers.numpy`, images and masks in the
-#   same order, and the course's augmentation policy as DALI operators
+# - reading the photos with `fn.readers.file` and decoding them with `fn.decoders.image` (on the
+#   GPU: `device="mixed"`), upright as their EXIF orientation says, labels in the same order,
+#   and the course's augmentation policy as DALI operators
 # - an iterator (`DALIGenericIterator`) and a `LightningDataModule`: epoch length, the last
 #   batch, shards by rank
 # - two mistakes of the original series, measured: masks resized with linear interpolation,
@@ -144,24 +148,27 @@ print(where_dali_runs(device))  # or why DALI is missing, and what is skipped th
 #
 # | stage | runs | example |
 # | --- | --- | --- |
-# | `cpu` | per sample, on the pipeline's CPU threads | `fn.readers.numpy`, random numbers, `fn.transforms.*` |
-# | `mixed` | CPU input, GPU output | `fn.decoders.image(device="mixed")` (nvJPEG); `.gpu()` is the plain copy |
+# | `cpu` | per sample, on the pipeline's CPU threads | `fn.readers.file`, random numbers, `fn.transforms.*` |
+# | `mixed` | CPU input, GPU output | `fn.decoders.image(device="mixed")` (nvJPEG, the hardware decoder); `.gpu()` is the plain copy |
 # | `gpu` | on the whole batch, in CUDA kernels | `fn.resize`, `fn.warp_affine`, `fn.noise.gaussian`, ... |
 #
-# The original posts read `.npy` files, and so do we: there is nothing to decode, so the
-# mixed stage is just the copy `.gpu()`. An `fn` operator runs where its input lives: after
-# `.gpu()`, `fn.resize` picks its GPU implementation by itself. Here is a tiny pipeline over
-# four training masks, which resizes them with the interpolation we ask for:
+# `fn.readers.file` reads each file's bytes, and `fn.decoders.image` turns them into `H×W×C`
+# pixels: with `device="mixed"` it parses the header on the CPU and decodes on the GPU, with
+# the hardware JPEG decoder where the GPU has one (`hw_decoder_load`, the share of each batch
+# sent to it) and nvJPEG's CUDA decoder for the rest; PNGs are decoded on CPU threads and
+# copied. It turns every photo upright as its EXIF orientation says (`adjust_orientation`, on
+# by default). An `fn` operator runs where its input lives: after a mixed decoder, `fn.resize`
+# picks its GPU implementation by itself. Here is a tiny pipeline over four training labels
+# (preparation's 0/255 PNGs), which resizes them with the interpolation we ask for:
 
 # %%
 @pipeline_def
 def first_pipeline(files, interp_type, as_float=False):
-    image = fn.readers.numpy(files=files)  # CPU: reads one file per sample
-    image = fn.reshape(image, layout="HWC")  # .npy carries no layout; resize needs one
-    if device == "gpu":
-        image = image.gpu()  # mixed stage: the copy to the GPU
+    data, _ = fn.readers.file(files=files)  # CPU: the bytes of one file per sample
+    image = fn.decoders.image(data, device="mixed" if device == "gpu" else "cpu",
+                              output_type=types.GRAY)  # mixed: the decoded pixels land on the GPU
     if as_float:  # as the original posts: masks as floats in [0, 1]
-        image = fn.cast(image, dtype=types.FLOAT)
+        image = fn.cast(image, dtype=types.FLOAT) / 255.0
     return image, fn.resize(image, size=[cfg.image_size] * 2, interp_type=interp_type, antialias=False)
 
 
@@ -172,7 +179,7 @@ def run_once(files, interp_type, as_float=False):
     return pipe.run()
 
 
-mask_files = read_split(data, "train")["npy_mask"].tolist()[:32]
+mask_files = read_split(data, "train")["label"].tolist()[:32]
 if HAVE_DALI:
     original, small = run_once(mask_files[:4], types.INTERP_NN)
     for name, batch in (("original", original), ("resized", small)):
@@ -190,39 +197,38 @@ if HAVE_DALI:
 # linear resize blends nail and background, so the "mask" the loss saw had values between 0
 # and 1. The fix is nearest-neighbour interpolation (`types.INTERP_NN`), which only ever
 # copies a value. The same pipeline, on float masks as the posts had them and on the
-# course's uint8 masks in {0, 1}:
+# course's uint8 labels (0 and 255 as stored):
 
 # %%
 if HAVE_DALI:
     counts = []
     for as_float in (True, False):
         nearest = run_once(mask_files, types.INTERP_NN, as_float)[1].as_cpu().as_array()
+        top = 1 if as_float else 255
         for name in ("INTERP_LINEAR", "INTERP_NN"):
             masks = run_once(mask_files, getattr(types, name), as_float)[1].as_cpu().as_array()
-            other = int(((masks != 0) & (masks != 1)).sum())
+            other = int(((masks != 0) & (masks != top)).sum())
             counts.append({"mask dtype": "float32" if as_float else "uint8", "interpolation": name,
-                           "pixels not 0/1": other, "share": f"{other / masks.size:.2%}",
+                           "pixels neither label": other, "share": f"{other / masks.size:.2%}",
                            "pixels unlike nearest": int((masks != nearest).sum())})
     print(f"{len(mask_files)} training masks resized to {cfg.image_size} px")
     display(pd.DataFrame(counts))
 
 # %% [markdown]
-# On float masks the linear resize leaves a rim of in-between values around every nail, and
-# nearest neighbour leaves none. On uint8 masks DALI rounds the interpolated value back to
-# 0 or 1, so the first count hides the problem: the last column shows that the rounded
-# interpolation still moves edge pixels compared with a copy of the mask. The course resizes
-# and warps masks with nearest neighbour, so a label is always a label.
+# On float masks and on 0/255 labels alike, the linear resize leaves a rim of in-between
+# values around every nail, and nearest neighbour leaves none. The course resizes and warps
+# labels with nearest neighbour, so a label is always a label.
 #
 # ## The course pipeline
 #
 # The real graph has four parts:
 #
-# 1. **Two numpy readers**, one for images and one for masks, with identical file lists,
+# 1. **Two file readers**, one for photos and one for labels, with identical file lists,
 #    shard and shuffle settings, so sample *i* of both is always the same pair (the tests
 #    check the pairing through shuffles, shards and epochs). Training reshuffles the whole
 #    set every epoch (`shuffle_after_epoch`) with a seed that all ranks share.
-# 2. **`.gpu()`** (on a GPU), then **`fn.resize`** to `image_size`: bilinear for images,
-#    nearest for masks.
+# 2. **`fn.decoders.image`** (mixed on a GPU): photos as RGB, upright; labels as gray, 0/255
+#    made 0/1. Then **`fn.resize`** to `image_size`: bilinear for photos, nearest for labels.
 # 3. **Augmentation** (training only), from the policy table. DALI operators take *per-sample
 #    arguments*: a `DataNode` from `fn.random.*` gives each sample of the batch its own value.
 #    "with probability p" is therefore not a branch but a parameter that becomes the identity
@@ -320,18 +326,21 @@ def _photometric(image, policy: Mapping[str, PolicyOp]):
 def nail_pipeline(image_files: Sequence[str], mask_files: Sequence[str], image_size: int,
                   augment: bool, on_gpu: bool, shard_id: int = 0, num_shards: int = 1,
                   policy: Mapping[str, PolicyOp] = POLICY, shuffle: bool | None = None,
-                  sample_ids: bool = False):
-    """The DALI graph: read image and mask npy, resize (and augment), CHW uint8 out."""
+                  sample_ids: bool = False, hw_decoder_load: float | None = None):
+    """The DALI graph: read and decode photo and label, resize (and augment), CHW uint8 out.
+    ``hw_decoder_load``: the share of JPEGs for the hardware decoder (``None``: DALI's default)."""
     reader = {"shard_id": shard_id, "num_shards": num_shards, "pad_last_batch": True,
               "prefetch_queue_depth": 2}
     if augment if shuffle is None else shuffle:
         reader.update(shuffle_after_epoch=True, shuffle_after_epoch_seed=SHUFFLE_SEED)
-    image = fn.readers.numpy(files=list(image_files), name=READER_NAME, **reader)
-    mask = fn.readers.numpy(files=list(mask_files), **reader)
+    image, _ = fn.readers.file(files=list(image_files), name=READER_NAME, **reader)
+    mask, _ = fn.readers.file(files=list(mask_files), **reader)
     source = fn.pad(fn.get_property(image, key="source_info"), fill_value=0, shape=[SAMPLE_ID_BYTES])
-    image, mask = fn.reshape(image, layout="HWC"), fn.reshape(mask, layout="HWC")  # npy: no layout
-    if on_gpu:  # CPU stage ends here: one host-to-device copy of the original uint8 arrays
-        image, mask = image.gpu(), mask.gpu()
+    decoder = "mixed" if on_gpu else "cpu"  # mixed: the CPU stage ends here, pixels land on the GPU
+    hardware = {} if hw_decoder_load is None or not on_gpu else {"hw_decoder_load": hw_decoder_load}
+    image = fn.decoders.image(image, device=decoder, output_type=types.RGB, **hardware)  # upright (EXIF)
+    mask = fn.decoders.image(mask, device=decoder, output_type=types.GRAY)
+    mask = fn.cast(mask > 127, dtype=types.UINT8)  # preparation's 0/255 labels as 0/1
     image = fn.resize(image, size=[image_size] * 2, interp_type=types.INTERP_LINEAR, antialias=False)
     mask = fn.resize(mask, size=[image_size] * 2, interp_type=types.INTERP_NN, antialias=False)
     if augment:
@@ -356,7 +365,7 @@ def build_pipeline(image_files: Sequence[str], mask_files: Sequence[str], *, ima
                    device_id: int | None = None, shard_id: int = 0, num_shards: int = 1,
                    num_threads: int | None = None, seed: int = 42, prefetch_queue_depth: int = 2,
                    policy: Mapping[str, PolicyOp] = POLICY, shuffle: bool | None = None,
-                   sample_ids: bool = False):
+                   sample_ids: bool = False, hw_decoder_load: float | None = None):
     """A built :func:`nail_pipeline` on ``device``; ``seed`` (one per rank) drives augmentation."""
     require_dali()
     if device not in ("gpu", "cpu"):
@@ -365,7 +374,7 @@ def build_pipeline(image_files: Sequence[str], mask_files: Sequence[str], *, ima
         raise ValueError(f"{len(image_files)} images and {len(mask_files)} masks do not pair up")
     pipe = nail_pipeline(
         list(map(str, image_files)), list(map(str, mask_files)), image_size, augment,
-        device == "gpu", shard_id, num_shards, policy, shuffle, sample_ids,
+        device == "gpu", shard_id, num_shards, policy, shuffle, sample_ids, hw_decoder_load,
         batch_size=batch_size, num_threads=num_threads or default_num_threads(device),
         device_id=(device_id or 0) if device == "gpu" else None, seed=seed,
         prefetch_queue_depth=prefetch_queue_depth)
@@ -443,11 +452,12 @@ class DALILoader:
 
 
 # %% [markdown]
-# `make_loader` puts the two together for one split; `split_files` lists a split's npy files
-# in the order of notebook 01's CSV, and `sample_names` decodes the `sample_id` output.
+# `make_loader` puts the two together for one split; `split_files` lists a split's photos and
+# labels in the order of notebook 01's CSV, and `sample_names` decodes the `sample_id` output.
 
 # %%
 #| export pipelines.dali_pipeline
+from nailseg_common.data.images import refuse_deep_photos
 from nailseg_common.data.preparation import read_split
 from nailseg_common.setup.paths import DataLocation
 
@@ -462,15 +472,17 @@ def make_loader(image_files: Sequence[str], mask_files: Sequence[str], *, image_
 
 
 def sample_names(sample_id) -> list[str]:
-    """The file names (without ``.npy``) of a batch's ``sample_id`` tensor (``B×SAMPLE_ID_BYTES``)."""
+    """The photos' file names (without extension) of a batch's ``sample_id`` tensor (``B×SAMPLE_ID_BYTES``)."""
     rows = sample_id.cpu().numpy()
-    return [os.path.basename(bytes(row).rstrip(b"\0").decode()).removesuffix(".npy") for row in rows]
+    return [os.path.splitext(os.path.basename(bytes(row).rstrip(b"\0").decode()))[0] for row in rows]
 
 
 def split_files(location: DataLocation, split: str) -> tuple[list[str], list[str]]:
-    """Absolute image and mask npy paths of ``split`` ("train" or "valid"), in CSV order."""
+    """Absolute photo and label paths of ``split`` ("train" or "valid"), in CSV order; photos
+    of more than 8 bits a channel, which DALI would misread, are refused with their names."""
     frame = read_split(location, split)
-    return frame["npy_image"].tolist(), frame["npy_mask"].tolist()
+    refuse_deep_photos(frame["image"])
+    return frame["image"].tolist(), frame["label"].tolist()
 
 
 # %% [markdown]
@@ -539,11 +551,13 @@ class DALINailDataModule(pl.LightningDataModule):
     """A :class:`DALILoader` per split on the profile's device, one shard per rank."""
 
     def __init__(self, location: DataLocation, profile: Profile, seed: int = 42,
-                 num_threads: int | None = None, sample_ids: bool = False):
+                 num_threads: int | None = None, sample_ids: bool = False,
+                 hw_decoder_load: float | None = None):
         super().__init__()
         require_dali()
         self.location, self.profile, self.seed = location, profile, seed
         self.num_threads, self.sample_ids, self.device = num_threads, sample_ids, dali_device(profile)
+        self.hw_decoder_load = hw_decoder_load
         self._loaders: dict[str, DALILoader] = {}
 
     def _loader(self, split: str) -> DALILoader:
@@ -554,7 +568,8 @@ class DALINailDataModule(pl.LightningDataModule):
                                  batch_size=self.profile.batch_size, train=split == "train",
                                  device_id=device_id, shard_id=shard_id, num_shards=num_shards,
                                  num_threads=self.num_threads, seed=self.seed + shard_id,
-                                 sample_ids=self.sample_ids and split == "train")
+                                 sample_ids=self.sample_ids and split == "train",
+                                 hw_decoder_load=self.hw_decoder_load)
             if len(loader) == 0:
                 raise ValueError(f"The {split} split ({len(images)} samples, {num_shards} shard(s)) "
                                  f"has fewer samples per shard than {self.profile.batch_size}.")
@@ -681,7 +696,7 @@ if HAVE_DALI and run_logs.BASELINE_LABEL in runs:
 
 # %%
 if (reference := benchmark.load_results()) is None:
-    print("No committed reference yet: run `make bench BENCH_OUT=results/benchmark_h200.json` on a GPU.")
+    print("No committed GPU results of these pipelines: run `make bench BENCH_OUT=results/benchmark_h200.json` on a GPU.")
 else:
     print(benchmark.results_label(reference))
     display(benchmark.summary_table(reference).round(2))
@@ -696,9 +711,9 @@ else:
 #
 # One difference bites: an `ops` operator's device is fixed when it is created and defaults
 # to `"cpu"`, while an `fn` operator takes the device of its input. An `ops.Resize()` fed
-# with data after `.gpu()` is a CPU operator with a GPU input, and DALI refuses to build the
-# pipeline ("The input 0 for cpu operator nvidia.dali.ops.Resize is stored on incompatible
-# device gpu"). So every `ops` operator after the copy gets `device=` of its input.
+# with data from a mixed decoder is a CPU operator with a GPU input, and DALI refuses to build
+# the pipeline ("The input 0 for cpu operator nvidia.dali.ops.Resize is stored on incompatible
+# device gpu"). So every `ops` operator after the crossing gets `device=` of its input.
 
 # %%
 if HAVE_DALI:
@@ -709,20 +724,19 @@ if HAVE_DALI:
         def __init__(self, files, pixel_device, batch_size, num_threads, device_id):
             super().__init__(batch_size, num_threads, device_id, seed=42)
             self.pixel_device = pixel_device
-            self.reader = ops.readers.Numpy(files=files)  # CPU
-            self.layout = ops.Reshape(layout="HWC")  # CPU, before the copy
+            self.reader = ops.readers.File(files=files)  # CPU
+            self.decode = ops.decoders.Image(device="mixed" if pixel_device == "gpu" else "cpu",
+                                             output_type=types.GRAY)
             self.resize = ops.Resize(device=pixel_device, size=[cfg.image_size] * 2, antialias=False)
 
         def define_graph(self):
-            image = self.layout(self.reader())
-            if self.pixel_device == "gpu":
-                image = image.gpu()
-            return self.resize(image)
+            data, _ = self.reader()
+            return self.resize(self.decode(data))
 
-    legacy = LegacyPipeline(train_images[:4], device, batch_size=4, num_threads=2, device_id=device_id)
+    legacy = LegacyPipeline(mask_files[:4], device, batch_size=4, num_threads=2, device_id=device_id)
     legacy.build()
     (old,) = legacy.run()
-    _, new = run_once(train_images[:4], types.INTERP_LINEAR)  # the first pipeline, written with fn
+    _, new = run_once(mask_files[:4], types.INTERP_LINEAR)  # the first pipeline, written with fn
     print(f"legacy: {type(old).__name__} {old.as_cpu().as_array().shape}; identical to the fn "
           f"pipeline's: {(old.as_cpu().as_array() == new.as_cpu().as_array()).all()}")
 
@@ -737,10 +751,12 @@ if HAVE_DALI:
 #
 # - A DALI pipeline is a graph of operators built once by a `@pipeline_def` function and run
 #   batch by batch, several batches ahead of the training loop: CPU operators for reading and
-#   per-sample parameters, `.gpu()` (or a `mixed` decoder) to cross over, GPU operators for
+#   per-sample parameters, a `mixed` decoder (or `.gpu()`) to cross over, GPU operators for
 #   every pixel. The profile decides whether that is a GPU or DALI's CPU-only mode.
-# - Two numpy readers with identical settings keep images and masks paired; geometric ops
-#   share one per-sample matrix, photometric ops touch the image only.
+# - Two file readers with identical settings keep photos and labels paired; the mixed decoder
+#   decodes the JPEGs on the GPU (the hardware decoder where there is one) and turns them
+#   upright as their EXIF orientation says; geometric ops share one per-sample matrix,
+#   photometric ops touch the image only.
 # - Masks are resized and warped with nearest neighbour: the original series' linear resize
 #   of float masks left non-binary labels along every edge.
 # - `DALILoader` gives Lightning an exact `len`, validation that sees every image once
@@ -749,18 +765,18 @@ if HAVE_DALI:
 # - Batches arrive in the batch contract, so the notebook-02 model trains on them unchanged;
 #   its accuracy is judged against the labels drawn two pixels too large and against notebook
 #   02's log, its training rate against the bound.
-# - In the legacy `ops` API every operator after `.gpu()` needs `device="gpu"`; `fn` infers it.
+# - In the legacy `ops` API every operator after the crossing needs `device="gpu"`; `fn` infers it.
 #
 # ## Exercises
 #
-# 1. Replace the two readers by one: save each image and its mask as a single `H×W×4` array in
-#    notebook 01's format and split the channels in the pipeline (`fn.slice` or indexing
-#    `image[:, :, :3]`). What does it save, and what does it cost in preparation?
+# 1. Decode at a reduced size: replace the decoder by `fn.decoders.image_random_crop` (training)
+#    or pass `fn.decoders.image` a region of interest, so that a 12-megapixel photo is never
+#    decoded whole. What does it change in the training rate, and in what the model sees?
 # 2. Put the augmentation behind DALI conditionals (`@pipeline_def(enable_conditionals=True)`
 #    and `if fn.random.coin_flip(probability=0.2): image = fn.gaussian_blur(...)`). Check with
 #    the tests that the pairing and the epoch length are unchanged, and time both versions.
-# 3. Store the training set as JPEG and decode it with `fn.decoders.image(device="mixed")`:
-#    compare the training rate against the bound and the disk space with the `.npy` files.
+# 3. Set `hw_decoder_load=0` in the decoder (nvJPEG's CUDA decoder only) and `1.0` (the
+#    hardware decoder only), and compare the training rate with the default.
 # 4. Drop the last training batch differently: train with `LastBatchPolicy.PARTIAL` instead of
 #    `DROP` and look at what the last, smaller batch does to the step time and to the loss
 #    curve (and why cuDNN's kernel search, off in the course's Trainer, would cost more with

@@ -231,8 +231,10 @@ print(f"starts to fine-tune: {', '.join(available)} (U-Net with a {cfg.encoder} 
 # the mean by several per cent. **k-fold cross-validation** uses every photo: `k_folds`
 # deals the photos into `folds` groups after a seeded shuffle; each group is held out once
 # while the others train, so every photo is scored exactly once, by a model that never saw
-# it. `photos_on_device` puts every photo (both splits `start` wrote) on the device once, as
-# notebook 03's uint8 cache, already resized; a fold is then two lists of indices.
+# it. `photos_on_device` puts every photo (both splits `start` wrote) on the device once,
+# decoded once ahead of time into notebook 03's uint8 cache, already resized (a few dozen
+# photos are decoded in seconds, and every fold reuses them); a fold is then two lists of
+# indices.
 
 # %%
 #| export training.fine_tuning
@@ -240,8 +242,9 @@ import numpy as np
 import pandas as pd
 
 from nailseg_common.core.errors import DataError
-from nailseg_common.data.preparation import read_split
-from nailseg_common.pipelines.kornia_pipeline import SPLITS, BatchSlices, load_cache
+from nailseg_common.data.decoded import load_cache
+from nailseg_common.data.preparation import SPLITS, read_split
+from nailseg_common.pipelines.cached_pipeline import BatchSlices
 from nailseg_common.setup.paths import DataLocation
 
 

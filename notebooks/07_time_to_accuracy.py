@@ -336,8 +336,8 @@ if peak_measured:
 # `measure_training` (a short warm-up, then `windows` synchronised windows: median and
 # range; the warm-up takes each new shape's one-time costs). Each row adds one change to the
 # row above. The resident batches come from DALI where it runs, else from notebook 03's
-# uint8 cache (`training_datamodule`, in `nailseg_common.measure.benchmark`, picks the
-# pipeline). The compiled model is built and compiled once, by `warm_up` (below), and
+# photos decoded on the device (`training_datamodule`, in `nailseg_common.measure.benchmark`,
+# picks the pipeline). The compiled model is built and compiled once, by `warm_up` (below), and
 # `reuse` (beside it) hands that same model to every later measurement, so that no
 # measurement compiles again.
 
@@ -643,8 +643,8 @@ def mask_iou(predicted: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
 
 
 # %%
+from nailseg_common.data.decoded import load_cache
 from nailseg_common.data.preparation import read_split
-from nailseg_common.pipelines.kornia_pipeline import load_cache
 from nailseg_common.training.unet import grown  # notebook 02's
 
 labels = load_cache(data, cfg.image_size, "valid")[1].float()

@@ -25,7 +25,9 @@ from nailseg_common.core.errors import DataError
 from nailseg_common.data.preparation import (
     dataset_table,
     ensure_prepared,
+    label_of,
     prepare_dataset,
+    read_label,
     read_split,
     summary,
 )
@@ -61,8 +63,11 @@ def _prepare(raw, tmp_path, **kwargs):
     return prepare_dataset(raw, tmp_path / "prepared", progress=False, **kwargs)
 
 
-def _npy_mask(tmp_path, kind, name):
-    return np.load(tmp_path / "prepared" / "npy" / "masks" / str(kind) / f"{name}.npy")[:, :, 0]
+def _label(tmp_path, kind, name):
+    """The label preparation wrote for pair ``kind``/``name``, as every pipeline reads it."""
+    path = tmp_path / "prepared" / label_of(str(kind), name)
+    assert set(np.unique(np.asarray(Image.open(path)))) <= {0, 255}  # written 0/255
+    return read_label(path)
 
 
 def _refused(raw, tmp_path, pattern):
@@ -85,7 +90,7 @@ def test_a_stray_255_in_a_0_1_mask_keeps_the_nail_and_is_named(dataset, tmp_path
             as caught:
         _prepare(dataset, tmp_path)
     assert "Masks/1/stray.png (1 pixel(s))" in str(caught[0].message)
-    np.testing.assert_array_equal(_npy_mask(tmp_path, 1, "stray"), TRUTH)
+    np.testing.assert_array_equal(_label(tmp_path, 1, "stray"), TRUTH)
 
 
 @pytest.mark.parametrize("name,pixels", [
@@ -122,8 +127,8 @@ def test_palette_and_cut_out_masks_are_prepared_by_their_meaning(dataset, tmp_pa
     write_pair(dataset, 1, "voc", mask=voc)
     write_pair(dataset, 2, "cut-out", mask=cut_out)
     _prepare(dataset, tmp_path)
-    np.testing.assert_array_equal(_npy_mask(tmp_path, 1, "voc"), TRUTH)
-    np.testing.assert_array_equal(_npy_mask(tmp_path, 2, "cut-out"), TRUTH)
+    np.testing.assert_array_equal(_label(tmp_path, 1, "voc"), TRUTH)
+    np.testing.assert_array_equal(_label(tmp_path, 2, "cut-out"), TRUTH)
 
 
 def test_huge_photos_are_named(dataset, tmp_path, monkeypatch):
@@ -258,21 +263,21 @@ def test_a_data_dir_without_write_or_execute_permission_is_named(dataset, tmp_pa
 
 @pytest.mark.parametrize("error", [
     OSError(errno.ENOSPC, "No space left on device"),
-    OSError("15360 requested and 12160 written")],  # numpy's, without an errno
-    ids=["ENOSPC", "numpy without errno"])
+    OSError("unknown error when writing image file")],  # Pillow's, without an errno
+    ids=["ENOSPC", "pillow without errno"])
 def test_a_full_disk_leaves_nothing_behind_and_a_second_run_works(dataset, tmp_path,
                                                                   monkeypatch, error):
     prepared = _prepare(dataset, tmp_path)
     before = {p: p.read_bytes() for p in prepared.rglob("*") if p.is_file()}
     write_pair(dataset, 1, "added")
-    save = np.save
+    save = Image.Image.save  # how preparation writes a label
 
-    def full(path, *args, **kwargs):
+    def full(image, path, *args, **kwargs):
         if "added" in str(path):
             monkeypatch.setattr(files, "free_bytes", lambda path: 2048)
             raise error
-        return save(path, *args, **kwargs)
-    monkeypatch.setattr(np, "save", full)
+        return save(image, path, *args, **kwargs)
+    monkeypatch.setattr(Image.Image, "save", full)
     with pytest.raises(DataError, match=f"Cannot write to {re.escape(str(prepared))}: the disk "
                                         f"holding {re.escape(str(prepared))} is full \\(2048 "
                                         "bytes free\\): free some space, or set NAILSEG_DATA_DIR"
@@ -282,7 +287,7 @@ def test_a_full_disk_leaves_nothing_behind_and_a_second_run_works(dataset, tmp_p
     assert _leftovers(tmp_path) == []
     monkeypatch.undo()
     _prepare(dataset, tmp_path)
-    assert (prepared / "npy" / "masks" / "1" / "added.npy").is_file()
+    assert (prepared / label_of("1", "added")).is_file()
 
 
 # --- what a user can type: one line, no traceback --------------------------------------------
@@ -307,15 +312,15 @@ def test_an_unknown_profile_or_a_gpu_profile_without_a_gpu_is_one_line(tmp_path,
 
 def test_ctrl_c_during_preparation_is_one_line_and_keeps_nothing(dataset, tmp_path, monkeypatch):
     monkeypatch.setenv("NAILSEG_DATA_DIR", str(tmp_path / "data"))
-    save = np.save
+    save = Image.Image.save  # how preparation writes a label
 
-    def interrupted(path, *args, **kwargs):
-        save(path, *args, **kwargs)
+    def interrupted(image, path, *args, **kwargs):
+        save(image, path, *args, **kwargs)
         raise KeyboardInterrupt
-    monkeypatch.setattr(np, "save", interrupted)
+    monkeypatch.setattr(Image.Image, "save", interrupted)
     with pytest.raises(SystemExit, match=r"^stopped \(Ctrl-C\): nothing half-written was kept"):
         main(["--profile", "smoke", "--data-root", str(dataset)])
-    assert not any((tmp_path / "data").rglob("*.npy"))
+    assert not any((tmp_path / "data").rglob("*.png"))  # no label kept
 
 
 def _denied(monkeypatch, folder, method):
@@ -354,7 +359,7 @@ def test_a_set_of_large_nails_is_prepared(tmp_path):
         pixels[i % 2:, 2:11] = 255  # 75 % or 68 % nail, crossing two or three edges
         write_pair(root, 1, f"img{i}", mask=Image.fromarray(pixels))
     _prepare(root, tmp_path)
-    assert _npy_mask(tmp_path, 1, "img1").mean() > 0.6
+    assert _label(tmp_path, 1, "img1").mean() > 0.6
 
 
 def test_notebook_06_lowers_its_folds_to_the_photos_and_refuses_fewer_than_two():
@@ -376,4 +381,4 @@ def test_a_fingertip_filling_the_frame_is_not_taken_for_an_inverted_mask(dataset
     pixels[h // 8: -h // 8, w // 10: -w // 10] = 1  # about 60 % nail, none on the border
     write_pair(dataset, 1, "fingertip", mask=Image.fromarray((pixels * 255).astype(np.uint8)))
     _prepare(dataset, tmp_path)
-    np.testing.assert_array_equal(_npy_mask(tmp_path, 1, "fingertip"), pixels)
+    np.testing.assert_array_equal(_label(tmp_path, 1, "fingertip"), pixels)

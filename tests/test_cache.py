@@ -1,4 +1,5 @@
-"""The pre-resized uint8 cache: built once, reused, faithful to the resized originals."""
+"""The decode-once uint8 cache: built once, reused, faithful to the photos resized as notebook
+02 resizes them (its validation transform)."""
 
 import dataclasses
 import json
@@ -8,14 +9,11 @@ import pytest
 import torch
 from PIL import Image
 
-from nailseg_common.data.preparation import prepare_dataset, read_split
+from nailseg_common.data.decoded import cache_cost, cache_dir, ensure_cache, load_cache
+from nailseg_common.data.images import read_rgb
+from nailseg_common.data.preparation import prepare_dataset, read_label, read_split
 from nailseg_common.pipelines.albumentations_pipeline import valid_transform
-from nailseg_common.pipelines.kornia_pipeline import (
-    CachedNailDataModule,
-    cache_dir,
-    ensure_cache,
-    load_cache,
-)
+from nailseg_common.pipelines.cached_pipeline import CachedNailDataModule
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import select_profile
 
@@ -55,16 +53,23 @@ def test_cache_matches_the_resized_originals(location):
         assert images.dtype == labels.dtype == torch.uint8
         assert images.shape == (len(frame), 3, SIZE, SIZE) and labels.shape == (len(frame), 1, SIZE, SIZE)
         assert set(labels.unique().tolist()) == {0, 1}
-        for i, (image_file, mask_file) in enumerate(zip(frame["npy_image"], frame["npy_mask"])):
-            out = transform(image=np.load(image_file), mask=np.load(mask_file)[:, :, 0])
+        for i, (image_file, label_file) in enumerate(zip(frame["image"], frame["label"])):
+            out = transform(image=read_rgb(image_file), mask=read_label(label_file))
             assert np.array_equal(images[i].numpy(), out["image"].transpose(2, 0, 1))
             assert np.array_equal(labels[i, 0].numpy(), out["mask"])
+
+
+def test_cache_cost_counts_the_disk_it_keeps(location):
+    cost = cache_cost(location, SIZE)  # built by the test above: its build as recorded then
+    assert cost.build_seconds > 0 and cost.build_cores >= 1
+    assert cost.cache_mb * 1e6 > 12 * 4 * SIZE * SIZE  # 3 + 1 bytes a pixel, 12 pairs
+    assert cost.photos_mb > 0
 
 
 def test_cache_is_built_once_and_reused(location):
     folder = ensure_cache(location, SIZE)
     before = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
-    assert set(before) == {"manifest.json", "train_images.npy", "train_labels.npy",
+    assert set(before) == {"manifest.json", "built.json", "train_images.npy", "train_labels.npy",
                            "valid_images.npy", "valid_labels.npy"}
     assert ensure_cache(location, SIZE) == folder
     assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == before

@@ -5,6 +5,7 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 from nailseg_common.pipelines import dali_pipeline as dp
 from nailseg_common.pipelines.policy import POLICY
@@ -30,7 +31,16 @@ def test_without_dali_the_module_explains_and_refuses(monkeypatch, tmp_path):
     assert not dali.dali_available()
     assert "Linux" in dali.dali_status()
     with pytest.raises(RuntimeError, match="Linux"):
-        dp.build_pipeline(["a.npy"], ["b.npy"], image_size=SIZE, batch_size=1, augment=False)
+        dp.build_pipeline(["a.png"], ["b.png"], image_size=SIZE, batch_size=1, augment=False)
+
+
+def write_pair(folder, name, image, mask):
+    """``image`` (HxWx3) as a lossless PNG photo and ``mask`` (HxW, 0/1) as a 0/255 PNG label,
+    as preparation writes it; returns both paths."""
+    photo, label = folder / f"image_{name}.png", folder / f"label_{name}.png"
+    Image.fromarray(image).save(photo)
+    Image.fromarray(mask * np.uint8(255)).save(label)
+    return str(photo), str(label)
 
 
 def write_identity_set(folder, count):
@@ -41,12 +51,11 @@ def write_identity_set(folder, count):
         image = np.zeros((h, w, 3), np.uint8)
         image[..., 0] = index
         image[..., 1] = 255 - index
-        mask = np.full((h, w, 1), index % 2, np.uint8)
-        images.append(folder / f"image_{index:03d}.npy")
-        masks.append(folder / f"mask_{index:03d}.npy")
-        np.save(images[-1], image)
-        np.save(masks[-1], mask)
-    return [str(p) for p in images], [str(p) for p in masks]
+        mask = np.full((h, w), index % 2, np.uint8)
+        photo, label = write_pair(folder, f"{index:03d}", image, mask)
+        images.append(photo)
+        masks.append(label)
+    return images, masks
 
 
 def write_pattern_set(folder, count):
@@ -57,12 +66,11 @@ def write_pattern_set(folder, count):
         image[6:30, 4 + 3 * index:12 + 3 * index, 0] = 220  # vertical bar, moved per sample
         image[22:30, 4 + 3 * index:36, 0] = 220  # foot of the L
         image[..., 2] = np.arange(40, dtype=np.uint8)[None, :] * 3  # a horizontal ramp
-        mask = (image[..., :1] > 127).astype(np.uint8)
-        images.append(folder / f"image_{index:03d}.npy")
-        masks.append(folder / f"mask_{index:03d}.npy")
-        np.save(images[-1], image)
-        np.save(masks[-1], mask)
-    return [str(p) for p in images], [str(p) for p in masks]
+        mask = (image[..., 0] > 127).astype(np.uint8)
+        photo, label = write_pair(folder, f"{index:03d}", image, mask)
+        images.append(photo)
+        masks.append(label)
+    return images, masks
 
 
 def host(batch):
@@ -147,12 +155,12 @@ def test_masks_are_resized_by_nearest_neighbour_and_stay_binary(tmp_path, device
     rng = np.random.default_rng(0)
     images, masks, originals = [], [], []
     for index, (h, w) in enumerate([(37, 29), (50, 61), (20, 24), (33, 33)]):
-        mask = (rng.random((h, w, 1)) > 0.5).astype(np.uint8)  # a linear resize would blur it
-        images.append(str(tmp_path / f"image_{index}.npy"))
-        masks.append(str(tmp_path / f"mask_{index}.npy"))
-        np.save(images[-1], np.repeat(mask * 200, 3, axis=2))
-        np.save(masks[-1], mask)
-        originals.append(mask[..., 0])
+        mask = (rng.random((h, w)) > 0.5).astype(np.uint8)  # a linear resize would blur it
+        photo, label = write_pair(tmp_path, str(index), np.repeat(mask[:, :, None] * 200, 3, axis=2),
+                                  mask)
+        images.append(photo)
+        masks.append(label)
+        originals.append(mask)
     _, labels = plain_batch(images, masks, 4, device)
 
     def nearest(mask):  # the source pixel whose centre is nearest to each output pixel's centre

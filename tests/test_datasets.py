@@ -21,7 +21,8 @@ from nailseg_common.setup.profiles import PROFILES
 
 
 def write_pairs(folder, count=4, size=(40, 56)):
-    """``count`` identical RGB images with a 0/255 mask; returns the split frame."""
+    """``count`` identical RGB images with a 0/255 label (as preparation writes it); returns
+    the split frame."""
     folder.mkdir(parents=True, exist_ok=True)
     mask = np.zeros(size, np.uint8)
     mask[5:25, 8:30] = 255
@@ -29,9 +30,9 @@ def write_pairs(folder, count=4, size=(40, 56)):
     image[..., 1] = mask
     rows = []
     for index in range(count):
-        rows.append({"image": str(folder / f"{index}.png"), "mask": str(folder / f"{index}_mask.png")})
+        rows.append({"image": str(folder / f"{index}.png"), "label": str(folder / f"{index}_label.png")})
         Image.fromarray(image).save(rows[-1]["image"])
-        Image.fromarray(mask).save(rows[-1]["mask"])
+        Image.fromarray(mask).save(rows[-1]["label"])
     return pd.DataFrame(rows)
 
 
@@ -47,6 +48,8 @@ def test_items_follow_the_batch_contract(tmp_path):
 def test_frame_without_paths_is_rejected():
     with pytest.raises(ValueError, match="read_split"):
         NailDataset(pd.DataFrame({"path": []}))
+    with pytest.raises(ValueError, match="read_split"):  # the raw mask is not what it reads
+        NailDataset(pd.DataFrame({"image": [], "mask": []}))
 
 
 def test_workers_augment_independently(tmp_path):

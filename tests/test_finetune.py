@@ -329,11 +329,13 @@ def test_your_photos_are_used_as_they_are_and_the_standin_is_sized_by_the_profil
     monkeypatch.setenv("NAILSEG_DATA_DIR", str(tmp_path / "data"))
     made = []
     monkeypatch.setattr(synthetic, "ensure_synthetic_dataset",
-                        lambda root, count, style: made.append((root, count, style)) or root)
+                        lambda root, count, style, photo_side:
+                        made.append((root, count, style, photo_side)) or root)
     mine = tmp_path / "mine"
     assert photos_or_standin("smoke", str(mine)) == mine.resolve() and not made
     standin = photos_or_standin("smoke")
-    count = min(select_profile("smoke").num_images // 2, synthetic.STANDIN_MAX_IMAGES)
-    assert made == [(tmp_path / "data" / f"standin-{count}", count, "photo")] == [
-        (standin, count, "photo")]
+    smoke = select_profile("smoke")
+    count = min(smoke.num_images // 2, synthetic.STANDIN_MAX_IMAGES)
+    assert made == [(tmp_path / "data" / f"standin-{count}", count, "photo", smoke.photo_side)] == [
+        (standin, count, "photo", 256)]  # the stand-in's photos at the profile's side
     assert photos_or_standin("smoke", "", 7).name == "standin-7"

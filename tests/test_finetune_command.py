@@ -114,10 +114,12 @@ def drawn_by_the_start(root: Path) -> Path:
     start = build_model(read_checkpoint(SHIPPED_MODEL))
     for folder in ("Images", "Masks"):
         (root / folder).mkdir(parents=True)
-    for image in sorted((generated / "Images").rglob("*.png"))[:3]:
+    photos = sorted((generated / "Images").rglob("*.jpg"))[:3]  # 00000, 00004, 00001: two on their side (EXIF 6)
+    assert len(photos) == 3
+    for image in photos:
         (root / "Images" / image.name).write_bytes(image.read_bytes())
         mask = predict.predict_mask(start, read_rgb(image), 384, torch.device("cpu"))
-        Image.fromarray(mask).save(root / "Masks" / image.name)
+        Image.fromarray(mask).save(root / "Masks" / f"{image.stem}.png")
     return root
 
 

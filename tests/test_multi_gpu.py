@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import pytorch_lightning as pl
 import torch
+from PIL import Image
 
 from nailseg_common.commands import train as train_command
 from nailseg_common.commands.train import parse_args
@@ -89,11 +90,11 @@ def test_cpu_dali_shards_agree_with_the_check(tmp_path, samples, world_size, bat
     """Real DALI readers, one per rank, over three epochs: the check passes exactly where
     ``pads_into_next_epoch`` does not predict DALI's padding batch in the next epoch."""
     images, masks = [], []
-    for index in range(samples):
-        images.append(str(tmp_path / f"{index:05d}.npy"))
-        masks.append(str(tmp_path / f"mask_{index:05d}.npy"))
-        np.save(images[-1], np.full((8, 8, 3), index, np.uint8))
-        np.save(masks[-1], np.zeros((8, 8, 1), np.uint8))
+    for index in range(samples):  # JPEG photos as a phone writes them, 0/255 PNG labels
+        images.append(str(tmp_path / f"{index:05d}.jpg"))
+        masks.append(str(tmp_path / f"label_{index:05d}.png"))
+        Image.fromarray(np.full((8, 8, 3), index, np.uint8)).save(images[-1], quality=90)
+        Image.fromarray(np.zeros((8, 8), np.uint8)).save(masks[-1])
     names = [f"{index:05d}" for index in range(samples)]
     loaders = [dp.make_loader(images, masks, image_size=8, batch_size=batch_size, train=True,
                               device="cpu", shard_id=rank, num_shards=world_size, num_threads=1,

@@ -1,4 +1,4 @@
-"""Data preparation: pairs, validation, split, CSVs, npy, and every bad input."""
+"""Data preparation: pairs, validation, split, CSVs, labels, and every bad input."""
 
 import dataclasses
 import io
@@ -9,6 +9,7 @@ import subprocess
 import sys
 import unicodedata
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -27,7 +28,9 @@ from nailseg_common.data.preparation import (
     ensure_prepared,
     find_pairs,
     fit_batch_to_split,
+    label_of,
     prepare_dataset,
+    read_label,
     read_split,
     split_pairs,
     summary,
@@ -86,24 +89,31 @@ def _leftovers(folder):
 
 # --- the happy path -------------------------------------------------------------------------
 
-def test_csvs_and_npy_follow_the_contract(dataset, tmp_path):
+def test_csvs_and_labels_follow_the_contract(dataset, tmp_path):
     _prepare(dataset, tmp_path)
     location = _location(dataset, tmp_path)
     train = pd.read_csv(location.train_csv)
-    assert list(train.columns) == COLUMNS
+    assert list(train.columns) == COLUMNS == ["image", "mask", "type", "label"]
     assert train["image"].str.match(r"Images/\d/img\d\.png$").all()
     assert (train["mask"] == train["image"].str.replace("Images/", "Masks/")).all()
-    assert train["npy_image"].str.match(r"npy/images/\d/img\d\.npy$").all()
+    assert train["label"].str.match(r"labels/\d/img\d\.png$").all()
+    assert (train["label"] == [label_of(str(t), Path(i).stem).as_posix()
+                               for t, i in zip(train["type"], train["image"])]).all()
+    assert not list(location.prepared.rglob("*.npy"))  # the photos stay as they are
     for split in ("train", "valid"):
         table = read_split(location, split)
         assert list(table.columns) == COLUMNS
         for _, row in table.iterrows():
-            image, mask = np.load(row["npy_image"]), np.load(row["npy_mask"])
-            assert image.shape == (H, W, 3) and image.dtype == np.uint8
-            assert mask.shape == (H, W, 1) and mask.dtype == np.uint8
-            assert set(np.unique(mask)) == {0, 1}
-            np.testing.assert_array_equal(image, np.asarray(Image.open(row["image"])))
-            np.testing.assert_array_equal(mask[:, :, 0], np.asarray(Image.open(row["mask"])) // 255)
+            assert Path(row["label"]).is_absolute() and Path(row["label"]).is_relative_to(
+                location.prepared)
+            written = np.asarray(Image.open(row["label"]))
+            assert written.shape == (H, W) and written.dtype == np.uint8
+            assert set(np.unique(written)) == {0, 255}  # 0/255 PNG
+            label = read_label(row["label"])
+            assert label.shape == (H, W) and label.dtype == np.uint8
+            assert set(np.unique(label)) == {0, 1}
+            np.testing.assert_array_equal(label, np.asarray(Image.open(row["mask"])) // 255)
+            assert read_rgb(row["image"]).shape == (H, W, 3)  # the photo, at its label's size
 
 
 def test_no_leakage_and_every_pair_used_once(dataset, tmp_path):
@@ -111,8 +121,8 @@ def test_no_leakage_and_every_pair_used_once(dataset, tmp_path):
     location = _location(dataset, tmp_path)
     train, valid = read_split(location, "train"), read_split(location, "valid")
     assert not set(train["image"]) & set(valid["image"])
-    assert not set(train["npy_image"]) & set(valid["npy_image"])
-    assert len(train) + len(valid) == 20
+    assert not set(train["label"]) & set(valid["label"])
+    assert len(train) + len(valid) == 20 == len(set(train["label"]) | set(valid["label"]))
 
 
 def test_split_is_stratified_by_type_and_seeded(dataset):
@@ -159,8 +169,8 @@ def test_a_mask_replaced_with_the_same_size_and_time_is_prepared_again(dataset, 
     assert (mask.stat().st_size, mask.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
     _prepare(dataset, tmp_path)
     table = pd.concat([read_split(_location(dataset, tmp_path), split) for split in SPLITS])
-    prepared = table[table["mask"] == str(mask)]["npy_mask"].item()
-    assert np.array_equal(np.load(prepared)[..., 0] > 0, np.asarray(_mask(3)) > 0)
+    prepared = table[table["mask"] == str(mask)]["label"].item()
+    assert np.array_equal(read_label(prepared) > 0, np.asarray(_mask(3)) > 0)
 
 
 def test_ensure_prepared_generates_the_synthetic_set_once(tmp_path, monkeypatch):
@@ -209,10 +219,12 @@ def test_rgba_and_grayscale_images_are_converted(dataset, tmp_path):
     write_pair(dataset, 2, "gray", image=gray)
     assert read_rgb(dataset / "Images/1/rgba.png").shape == (H, W, 3)
     _prepare(dataset, tmp_path)
-    prepared = tmp_path / "prepared" / "npy" / "images"
-    np.testing.assert_array_equal(np.load(prepared / "1" / "rgba.npy"), np.asarray(rgba)[:, :, :3])
-    np.testing.assert_array_equal(np.load(prepared / "2" / "gray.npy"),
+    table = dataset_table(_location(dataset, tmp_path))
+    photos = {Path(p).stem: p for p in table["image"]}
+    np.testing.assert_array_equal(read_rgb(photos["rgba"]), np.asarray(rgba)[:, :, :3])
+    np.testing.assert_array_equal(read_rgb(photos["gray"]),
                                   np.repeat(np.asarray(gray)[:, :, None], 3, axis=2))
+    assert set(table[table["image"].isin(photos.values())]["height"]) == {H}  # labels at size
 
 
 def test_jpeg_images_and_masks_are_accepted(dataset, tmp_path):
@@ -221,8 +233,8 @@ def test_jpeg_images_and_masks_are_accepted(dataset, tmp_path):
     location = _location(dataset, tmp_path)
     both = pd.concat([read_split(location, "train"), read_split(location, "valid")])
     row = both[both["image"].str.endswith("photo.jpg")].iloc[0]
-    assert row["mask"].endswith("Masks/3/photo.jpeg")
-    assert set(np.unique(np.load(row["npy_mask"]))) == {0, 1}
+    assert row["mask"].endswith("Masks/3/photo.jpeg") and row["label"].endswith("labels/3/photo.png")
+    assert set(np.unique(read_label(row["label"]))) == {0, 1}
 
 
 def _saved(pixels, fmt="PNG", mode=None):
@@ -421,15 +433,18 @@ def test_mostly_empty_masks_are_refused(dataset, tmp_path):
 
 
 def _damage(prepared, how):
-    npy = prepared / "npy" / "images" / "2" / "img3.npy"
+    label = prepared / "labels" / "2" / "img3.png"
     if how == "deleted":
-        npy.unlink()
+        label.unlink()
     elif how == "truncated":
-        npy.write_bytes(npy.read_bytes()[:100])
-    elif how == "other shape":
-        np.save(npy, np.zeros((W, H, 3), np.uint8))  # same number of bytes, transposed
-    elif how == "other content":
-        np.save(npy, np.zeros((H, W, 3), np.uint8))
+        label.write_bytes(label.read_bytes()[:50])
+    elif how == "other shape":  # a valid label, transposed
+        Image.fromarray(np.ascontiguousarray(np.asarray(Image.open(label)).T)).save(
+            label, compress_level=1)
+    elif how == "other content":  # the same number of bytes, one of them changed
+        data = bytearray(label.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        label.write_bytes(bytes(data))
     elif how == "valid.csv removed":
         (prepared / "csv_file" / "valid.csv").unlink()
     else:
@@ -452,7 +467,7 @@ def test_damaged_prepared_files_are_rebuilt(dataset, tmp_path, how):
         with pytest.warns(UserWarning, match=r"Prepared folder .*prepared is damaged \(1 file") \
                 as caught:
             _prepare(dataset, tmp_path)
-        damaged = "csv_file/valid.csv" if how.startswith("valid") else "npy/images/2/img3.npy"
+        damaged = "csv_file/valid.csv" if how.startswith("valid") else "labels/2/img3.png"
         assert damaged in str(caught[0].message) and "rebuilding it from" in str(caught[0].message)
     assert {p: p.read_bytes() for p in prepared.rglob("*") if p.is_file()} == before
     assert _leftovers(tmp_path) == []
@@ -567,7 +582,7 @@ def test_staging_folders_of_killed_runs_are_removed(dataset, tmp_path):
     stale = [tmp_path / f".prepared.tmp-{dead}", tmp_path / f".prepared.old-{dead}"]
     running = tmp_path / ".prepared.tmp-1"  # pid 1 is alive: maybe another run's, kept
     for folder in (*stale, running):
-        (folder / "npy").mkdir(parents=True)
+        (folder / "labels").mkdir(parents=True)
     _prepare(dataset, tmp_path)
     assert not any(folder.exists() for folder in stale) and running.exists()
 
@@ -577,7 +592,7 @@ def test_staging_folders_are_removed_even_when_nothing_is_rebuilt(dataset, tmp_p
     before = prepared.joinpath("prepared.json").stat().st_mtime_ns
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True).stdout.strip()
-    (tmp_path / f".prepared.old-{dead}" / "npy").mkdir(parents=True)  # killed after the rename
+    (tmp_path / f".prepared.old-{dead}" / "labels").mkdir(parents=True)  # killed after the rename
     _prepare(dataset, tmp_path)
     assert _leftovers(tmp_path) == []
     assert prepared.joinpath("prepared.json").stat().st_mtime_ns == before
@@ -621,8 +636,8 @@ def test_flat_layout_in_any_letter_case_is_one_type(tmp_path, images, masks):
     assert (len(train), len(valid)) == (8, 2) and not set(train["image"]) & set(valid["image"])
     for _, row in pd.concat([train, valid]).iterrows():
         assert row["type"] == 1 and row["mask"] == row["image"].replace(images, masks)
-        np.testing.assert_array_equal(np.load(row["npy_image"]), np.asarray(Image.open(row["image"])))
-        np.testing.assert_array_equal(np.load(row["npy_mask"])[:, :, 0],
+        assert row["label"] == str(location.prepared / "labels" / "1" / Path(row["image"]).name)
+        np.testing.assert_array_equal(read_label(row["label"]),
                                       np.asarray(Image.open(row["mask"])) // 255)
     assert (f"flat layout: 10 pairs directly in {images}/ and {masks}/, taken as one type (1)"
             in summary(location))
@@ -695,11 +710,11 @@ def test_exif_oriented_photos_and_masks_line_up(dataset, tmp_path, size, orienta
         with pytest.warns(UserWarning, match="EXIF orientation of 1 pair") as caught:
             _prepare(dataset, tmp_path)
         assert any(f"{image_path} and {mask_path} (" in str(w.message) for w in caught)
-    npy_image = np.load(tmp_path / "prepared" / "npy" / "images" / "1" / "phone.npy")
-    npy_mask = np.load(tmp_path / "prepared" / "npy" / "masks" / "1" / "phone.npy")
-    assert npy_image.shape == (*size, 3) and npy_mask.shape == (*size, 1)
-    np.testing.assert_array_equal(npy_mask[:, :, 0], pattern)
-    np.testing.assert_array_equal(npy_image.mean(axis=2) > 130, pattern.astype(bool))
+    label = read_label(tmp_path / "prepared" / label_of("1", "phone"))  # written upright
+    photo = read_rgb(image_path)  # the photo stays as stored; every reader turns it upright
+    assert photo.shape == (*size, 3) and label.shape == size
+    np.testing.assert_array_equal(label, pattern)
+    np.testing.assert_array_equal(photo.mean(axis=2) > 130, pattern.astype(bool))
 
 
 def test_a_damaged_exif_block_is_named_once_not_in_pillow_s_words(dataset, tmp_path, recwarn):

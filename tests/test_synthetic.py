@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 import pytest
-from PIL import Image
+from PIL import Image, ImageOps
 
 from nailseg_common.core.files import MANIFEST
 from nailseg_common.data import synthetic
@@ -42,7 +42,7 @@ def test_same_seed_gives_the_same_bytes(small_set, tmp_path):
 def test_another_seed_gives_other_images(small_set, tmp_path):
     other = generate_synthetic_dataset(tmp_path / "other", 8, seed=4, progress=False)
     assert _files(other).keys() == _files(small_set).keys()
-    first = "Images/1/00000.png"
+    first = "Images/1/00000.jpg"
     assert _files(other)[first] != _files(small_set)[first]
 
 
@@ -50,17 +50,21 @@ def test_layout_matches_the_real_dataset(small_set):
     for kind in TYPES:
         images = sorted(p.name for p in (small_set / "Images" / str(kind)).iterdir())
         masks = sorted(p.name for p in (small_set / "Masks" / str(kind)).iterdir())
-        assert images == masks and len(images) == 2
-        assert all(name.endswith(".png") for name in images)
+        assert len(images) == 2 and all(name.endswith(".jpg") for name in images)  # JPEG photos
+        assert masks == [name.replace(".jpg", ".png") for name in images]  # PNG masks, same stems
 
 
-def test_images_are_rgb_and_masks_binary_non_empty(small_set):
-    for image_path in sorted((small_set / "Images").rglob("*.png")):
-        image = Image.open(image_path)
-        mask = np.asarray(Image.open(small_set / "Masks" / image_path.relative_to(
-            small_set / "Images")))
-        assert image.mode == "RGB"
-        assert MIN_SIDE <= min(image.size) and max(image.size) <= MAX_SIDE
+def test_images_are_jpegs_of_their_kind_and_masks_binary_non_empty(small_set):
+    photos = sorted((small_set / "Images").rglob("*.jpg"))
+    assert len(photos) == 8
+    for image_path in photos:
+        stored = Image.open(image_path)
+        assert stored.format == "JPEG"
+        assert stored.mode == synthetic.jpeg_kind(int(image_path.stem)).mode
+        image = ImageOps.exif_transpose(stored)  # as a viewer shows it, as the mask is drawn
+        mask = np.asarray(Image.open((small_set / "Masks" / image_path.relative_to(
+            small_set / "Images")).with_suffix(".png")))
+        assert MIN_SIDE <= min(image.size) and max(image.size) == MAX_SIDE  # the default side
         assert mask.shape == (image.size[1], image.size[0])
         assert set(np.unique(mask)) == {0, 255}
 
@@ -99,6 +103,8 @@ def test_manifest_marks_a_complete_set(small_set):
     assert is_complete(small_set, 8, seed=3)
     assert not is_complete(small_set, 8, seed=0)
     assert not is_complete(small_set, 9, seed=3)
+    assert manifest["photo_side"] == MAX_SIDE  # the default side
+    assert not is_complete(small_set, 8, seed=3, photo_side=256)  # another side is another set
 
 
 def test_ensure_skips_a_complete_set(small_set, monkeypatch):
@@ -111,21 +117,21 @@ def test_ensure_skips_a_complete_set(small_set, monkeypatch):
 def test_ensure_replaces_a_half_written_set(tmp_path):
     root = tmp_path / "set"
     (root / "Images" / "1").mkdir(parents=True)
-    (root / "Images" / "1" / "stale.png").write_bytes(b"half")
+    (root / "Images" / "1" / "stale.jpg").write_bytes(b"half")
     ensure_synthetic_dataset(root, 4, progress=False)
     assert is_complete(root, 4)
-    assert not (root / "Images" / "1" / "stale.png").exists()
-    assert len(list((root / "Images").rglob("*.png"))) == 4
+    assert not (root / "Images" / "1" / "stale.jpg").exists()
+    assert len(list((root / "Images").rglob("*.jpg"))) == 4
 
 
 def test_interrupted_generation_leaves_nothing(tmp_path, monkeypatch):
     calls = []
 
-    def broken(seed, index, style="course"):
+    def broken(seed, index, style="course", long_side=MAX_SIDE):
         calls.append(index)
         if index == 2:
             raise KeyboardInterrupt
-        return synthetic_sample(seed, index, style=style)
+        return synthetic_sample(seed, index, style=style, long_side=long_side)
 
     monkeypatch.setattr(synthetic, "synthetic_sample", broken)
     monkeypatch.setattr(synthetic, "generation_processes", lambda count: 1)
@@ -141,8 +147,9 @@ def test_parallel_generation_writes_the_same_files(tmp_path, monkeypatch):
     generate_synthetic_dataset(tmp_path / "parallel", 6, progress=False)
     monkeypatch.setattr(synthetic, "generation_processes", lambda count: 1)
     generate_synthetic_dataset(tmp_path / "serial", 6, progress=False)
-    files = sorted(p.relative_to(tmp_path / "serial") for p in (tmp_path / "serial").rglob("*.png"))
-    assert len(files) == 12
+    files = sorted(p.relative_to(tmp_path / "serial") for p in (tmp_path / "serial").rglob("*")
+                   if p.suffix in (".jpg", ".png"))
+    assert len(files) == 12 and sum(p.suffix == ".jpg" for p in files) == 6
     for name in files:
         assert (tmp_path / "parallel" / name).read_bytes() == (tmp_path / "serial" / name).read_bytes()
 
@@ -159,6 +166,20 @@ def test_at_least_one_image_is_required(tmp_path):
         generate_synthetic_dataset(tmp_path / "set", 0)
 
 
+@pytest.mark.parametrize("side", [32, 63, True, 128.0])
+def test_the_photo_side_is_a_whole_number_of_at_least_64_pixels(tmp_path, side):
+    for make in (generate_synthetic_dataset, ensure_synthetic_dataset):
+        with pytest.raises(ValueError, match="photo_side must be a whole number"):
+            make(tmp_path / "set", 2, photo_side=side, progress=False)
+    assert not (tmp_path / "set").exists()
+
+
+def test_every_photo_is_drawn_at_the_photo_side():
+    for index in range(6):
+        _, image, mask = synthetic_sample(0, index, long_side=200)
+        assert max(image.shape[:2]) == 200 and image.shape[:2] == mask.shape
+
+
 @pytest.fixture(scope="module")
 def photo_set(tmp_path_factory):
     return generate_synthetic_dataset(tmp_path_factory.mktemp("photo") / "set", 4, seed=3,
@@ -173,17 +194,23 @@ def test_photo_style_is_reproducible_type_one(photo_set, tmp_path):
 
 
 def test_photo_style_masks_are_binary_non_empty(photo_set):
-    for mask_path in sorted((photo_set / "Masks" / "1").iterdir()):
+    masks = sorted((photo_set / "Masks" / "1").iterdir())
+    assert len(masks) == 4
+    for mask_path in masks:
         mask = np.asarray(Image.open(mask_path))
         assert set(np.unique(mask)) == {0, 255}
-        image = Image.open(photo_set / "Images" / "1" / mask_path.name)
-        assert image.mode == "RGB" and mask.shape == (image.size[1], image.size[0])
+        stored = Image.open(photo_set / "Images" / "1" / f"{mask_path.stem}.jpg")
+        image = ImageOps.exif_transpose(stored)  # the mask is drawn as the photo is shown
+        assert stored.mode == synthetic.jpeg_kind(int(mask_path.stem)).mode
+        assert mask.shape == (image.size[1], image.size[0])
 
 
 def test_photo_style_differs_from_the_course():
     """Closer up (more nail per image) and under warmer light (more red than blue)."""
     def stats(style):
-        samples = [synthetic_sample(5, i, style=style) for i in range(8)]
+        # 16 samples: since every photo is drawn at one long side (generator 5), 8 of seed 5
+        # put the photo style at 1.47x the course's nail share, 16 at 1.67x (32: 1.81x)
+        samples = [synthetic_sample(5, i, style=style) for i in range(16)]
         means = np.mean([image.reshape(-1, 3).mean(axis=0) for _, image, _ in samples], axis=0)
         return np.mean([mask.mean() for _, _, mask in samples]), means[0] / means[2]
     course_nail, course_warmth = stats("course")
@@ -200,7 +227,7 @@ def test_manifest_records_the_style(photo_set, tmp_path):
     generate_synthetic_dataset(root, 4, seed=3, progress=False, style="photo")
     ensure_synthetic_dataset(root, 4, seed=3, progress=False)
     assert json.loads((root / MANIFEST).read_text())["style"] == "course"
-    assert len(list((root / "Images").rglob("*.png"))) == 4
+    assert len(list((root / "Images").rglob("*.jpg"))) == 4
 
 
 def test_unknown_style_is_refused(tmp_path):

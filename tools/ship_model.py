@@ -33,9 +33,9 @@ from pathlib import Path
 from nailseg_common.core.clock import synchronized_now
 from nailseg_common.core.files import write_json
 from nailseg_common.course import start
+from nailseg_common.data.decoded import load_cache
 from nailseg_common.data.preparation import ensure_prepared, read_split
 from nailseg_common.data.synthetic import GENERATOR_VERSION, STYLES, photos_or_standin
-from nailseg_common.pipelines.kornia_pipeline import load_cache
 from nailseg_common.setup.environment import device_description, library_versions
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import Profile, select_profile

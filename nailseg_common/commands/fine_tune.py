@@ -70,8 +70,14 @@ with starting(__name__):  # Ctrl-C during these imports: one line (see command_l
         write_json,
     )
     from nailseg_common.core.statistics import Verdict, mean_spread, paired_gain
-    from nailseg_common.data.preparation import LAYOUT_HELP, ensure_prepared, fit_batch_to_split
-    from nailseg_common.pipelines.kornia_pipeline import BatchSlices
+    from nailseg_common.data.images import read_rgb
+    from nailseg_common.data.preparation import (
+        LAYOUT_HELP,
+        ensure_prepared,
+        fit_batch_to_split,
+        read_label,
+    )
+    from nailseg_common.pipelines.cached_pipeline import BatchSlices
     from nailseg_common.setup.environment import device_description, library_versions
     from nailseg_common.setup.profiles import (
         PROFILES,
@@ -230,13 +236,13 @@ def scored_as_predicted(model: LitNailSegmentation, frame: pd.DataFrame, rows, s
     """The hard ``dice`` and ``iou`` of the photos ``rows`` of ``frame`` (index kept), each as
     ``nailseg-predict`` draws its mask with ``model``: the photo seen at ``side`` with
     test-time flips, the probabilities upsampled to the photo's own size and thresholded,
-    scored against the full-size mask (the prepared arrays: EXIF turns applied)."""
+    scored against the full-size mask (preparation's label: EXIF turns applied)."""
     model = model.to(device).eval()
     scored = []
     with torch.inference_mode():
         for row in rows:
-            photo = np.load(frame.at[row, "npy_image"])
-            nail = torch.from_numpy(np.load(frame.at[row, "npy_mask"])[..., 0] == 1)
+            photo = read_rgb(frame.at[row, "image"])
+            nail = torch.from_numpy(read_label(frame.at[row, "label"]) == 1)
             drawn = torch.from_numpy(predict_mask(model, photo, side, device) > 0)
             # the drawn mask as logits (+1 nail, -1 not): notebook 06's scores of one photo
             scored.append(score_photos(drawn.float()[None, None] * 2 - 1,

@@ -186,6 +186,35 @@ def _decode(path: str | os.PathLike, what: str) -> tuple[Image.Image, str | None
     return image, lossy
 
 
+class Header(NamedTuple):
+    """What a file's header says: its format (``"JPEG"``, ``"PNG"``...), colour mode
+    (``"RGB"``, ``"L"``, ``"CMYK"``...) and EXIF orientation (1: as stored)."""
+
+    format: str
+    mode: str
+    orientation: int
+
+
+def read_header(path: str | os.PathLike, what: str = "Image") -> Header:
+    """The :class:`Header` of the file at ``path``, read without decoding its pixels."""
+    with _open(path, what) as image:
+        fmt, mode = image.format or "", image.mode
+    return Header(fmt, mode, exif_orientation(path, what))
+
+
+def refuse_deep_photos(paths) -> None:
+    """Raise a :class:`DataError` naming the photos of ``paths`` with more than 8 bits a
+    channel, for decoders that scale them by their full range (DALI), where :func:`read_rgb`
+    reads them by the bits their data uses."""
+    deep = [os.fspath(p) for p in paths if read_header(p).mode in DEEP_MODES]
+    if deep:
+        raise DataError(f"{len(deep)} photo(s) have more than 8 bits a channel, which DALI reads "
+                        "by their full range (12-bit data comes out nearly black): convert them "
+                        "to 8 bits (ImageMagick: mogrify -depth 8 FILE), or train with notebook "
+                        "02's or 03's pipeline, which read them by the bits they use: "
+                        + ", ".join(deep[:5]) + (" ..." if len(deep) > 5 else ""))
+
+
 def exif_orientation(path: str | os.PathLike, what: str = "Image") -> int:
     """The EXIF Orientation tag of the file at ``path``: 1 (as stored) when it has none.
 

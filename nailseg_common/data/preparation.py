@@ -3,8 +3,11 @@
 :func:`ensure_prepared` is the one call a notebook makes: it generates the synthetic set
 when no real dataset is given, finds the image/mask pairs (PNG or JPEG, matched by file
 name without extension), validates them, splits them into train and valid stratified by
-type with a seed, converts every pair to ``.npy`` (for DALI's numpy reader) and writes
-``csv_file/train.csv`` and ``csv_file/valid.csv``. Everything is written to a temporary
+type with a seed, writes every mask as the course reads it (:func:`label_of`: a 0/255 PNG,
+upright, at its photo's size, which every pipeline reads as it is) and writes
+``csv_file/train.csv`` and ``csv_file/valid.csv``. The photos stay where they are, as they are:
+every pipeline decodes them every epoch (decoding them once ahead of time is
+:mod:`~nailseg_common.data.decoded`, a choice a notebook makes and measures). Everything is written to a temporary
 folder and renamed into place, so nothing is ever half-written, and a re-run produces
 byte-identical files. A second call with unchanged inputs returns at once, after a cheap
 check of every prepared file against ``prepared.json`` (:mod:`~nailseg_common.core.files`):
@@ -48,6 +51,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
+from PIL import Image
 
 from nailseg_common.core.errors import DataError
 from nailseg_common.core.files import (
@@ -68,11 +72,12 @@ from nailseg_common.setup.paths import DataLocation, data_location, shown, unwri
 from nailseg_common.setup.profiles import Profile
 from nailseg_common.setup.progress import progress as progress_bar
 
-PREPARATION_VERSION = 4
+PREPARATION_VERSION = 5
 """Bumped when the same inputs would be prepared differently (3: EXIF orientation applied;
-4: the mask rule of :mod:`~nailseg_common.data.images` reads labels, palettes and cut-outs)."""
+4: the mask rule of :mod:`~nailseg_common.data.images` reads labels, palettes and cut-outs;
+5: labels as PNG beside the photos as they are, no npy)."""
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
-COLUMNS = ["image", "mask", "type", "npy_image", "npy_mask"]
+COLUMNS = ["image", "mask", "type", "label"]
 SPLITS = ("train", "valid")
 MANIFEST_NAME = "prepared.json"
 MAX_LISTED = 20
@@ -339,7 +344,7 @@ def _orientations(turns: tuple[int, int]) -> str:
 
 
 class Converted(NamedTuple):
-    """One pair written as npy: its CSV row, nail share (of all pixels and of the border
+    """One pair checked, its label written: its CSV row, nail share (of all pixels and of the border
     pixels), void pixels, EXIF turns and whether they may leave the pair misaligned."""
 
     row: dict
@@ -350,8 +355,20 @@ class Converted(NamedTuple):
     exif_doubt: bool
 
 
+def label_of(pair_type: str, name: str) -> Path:
+    """Where a pair's label goes in the prepared folder: ``labels/<type>/<name>.png``."""
+    return Path("labels", pair_type, f"{name}.png")
+
+
+def read_label(path: str | os.PathLike) -> np.ndarray:
+    """A label written by preparation (:func:`label_of`) as ``HxW uint8`` in {0, 1}."""
+    with Image.open(path) as label:
+        return (np.asarray(label) > 127).astype(np.uint8)
+
+
 def _convert_pair(pair: Pair, raw: Path, staging: Path) -> Converted | str:
-    """``pair`` read and written as npy under ``staging/npy``, or the problem that stops it."""
+    """``pair`` decoded and checked, its label written under ``staging/labels``, or the
+    problem that stops it."""
     try:
         image = read_rgb(pair.image)
         mask, void_pixels = read_mask(pair.mask)
@@ -364,14 +381,12 @@ def _convert_pair(pair: Pair, raw: Path, staging: Path) -> Converted | str:
         return (f"Size mismatch: image {pair.image} is {image.shape[1]}x{image.shape[0]} but "
                 f"mask {pair.mask} is {mask.shape[1]}x{mask.shape[0]} (width x height).{exif} "
                 "Re-export the mask at the image's size, or remove the pair.")
-    npy_image = Path("npy", "images", pair.type, f"{pair.name}.npy")
-    npy_mask = Path("npy", "masks", pair.type, f"{pair.name}.npy")
-    for relative, array in ((npy_image, image), (npy_mask, mask[:, :, None])):
-        (staging / relative).parent.mkdir(parents=True, exist_ok=True)
-        np.save(staging / relative, np.ascontiguousarray(array))
+    label = label_of(pair.type, pair.name)
+    (staging / label).parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(mask * np.uint8(255)).save(staging / label, compress_level=1)
     row = {"image": pair.image.relative_to(raw).as_posix(),
            "mask": pair.mask.relative_to(raw).as_posix(), "type": pair.type,
-           "npy_image": npy_image.as_posix(), "npy_mask": npy_mask.as_posix()}
+           "label": label.as_posix()}
     border = np.concatenate([mask[0], mask[-1], mask[:, 0], mask[:, -1]])
     return Converted(row, float(mask.mean()), float(border.mean()), void_pixels, turns,
                      _ambiguous(turns, mask.shape))
@@ -379,8 +394,8 @@ def _convert_pair(pair: Pair, raw: Path, staging: Path) -> Converted | str:
 
 def _convert(pairs: list[Pair], raw: Path, staging: Path,
              progress: bool) -> tuple[list[dict], list[str]]:
-    """Write every pair as npy under ``staging/npy``, one thread per core (decoding and
-    writing release the GIL); all problems are gathered, then raised.
+    """Decode and check every pair and write its label under ``staging/labels``, one thread
+    per core (decoding and writing release the GIL); all problems are gathered, then raised.
 
     Returns the CSV rows and the masks without any nail pixel (relative paths). Warns
     about pairs whose EXIF orientations differ and masks with void pixels; refuses masks
@@ -391,7 +406,7 @@ def _convert(pairs: list[Pair], raw: Path, staging: Path,
     rows, problems, empty, void, one_sided, shares, framed = [], [], [], [], [], {}, []
     with ThreadPoolExecutor(usable_cores()) as pool:
         converted = pool.map(lambda pair: _convert_pair(pair, raw, staging), pairs)
-        for pair, done in zip(pairs, progress_bar(converted, "Converting to npy", len(pairs),
+        for pair, done in zip(pairs, progress_bar(converted, "Checking pairs", len(pairs),
                                                   enabled=progress)):
             if isinstance(done, str):
                 problems.append(done)
@@ -471,7 +486,7 @@ def _writing(folder: Path) -> Iterator[None]:
 def prepare_dataset(raw: str | os.PathLike, prepared: str | os.PathLike, *, seed: int = 0,
                     valid_fraction: float = 0.2, progress: bool = True,
                     force: bool = False) -> Path:
-    """Validate ``raw``, split it and write CSVs and npy files to ``prepared``.
+    """Validate ``raw``, split it and write CSVs and labels to ``prepared``.
 
     Skipped when ``prepared`` already holds the result for the same inputs and settings,
     every file intact (unless ``force``); rebuilt, with a warning naming the damaged
@@ -532,15 +547,15 @@ def ensure_prepared(profile: Profile, data_root: str | os.PathLike | None = None
     if location.synthetic:
         with _writing(location.raw):
             ensure_synthetic_dataset(location.raw, profile.num_images, seed=seed,
-                                     progress=progress)
+                                     progress=progress, photo_side=profile.photo_side)
     prepare_dataset(location.raw, location.prepared, seed=seed, valid_fraction=valid_fraction,
                     progress=progress)
     return location
 
 
 def read_split(location: DataLocation, split: str) -> pd.DataFrame:
-    """``train`` or ``valid`` as a DataFrame (``image``, ``mask``, ``type``, ``npy_image``,
-    ``npy_mask``), every path absolute (str)."""
+    """``train`` or ``valid`` as a DataFrame (``image`` and ``mask`` as given, ``label`` the
+    mask as every pipeline reads it, ``type``), every path absolute (str)."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     csv = location.train_csv if split == "train" else location.valid_csv
@@ -550,8 +565,7 @@ def read_split(location: DataLocation, split: str) -> pd.DataFrame:
     table = pd.read_csv(csv, dtype=str, keep_default_na=False)  # types "None", "NA" stay text
     for column in ("image", "mask"):
         table[column] = [str(location.raw / p) for p in table[column]]
-    for column in ("npy_image", "npy_mask"):
-        table[column] = [str(location.prepared / p) for p in table[column]]
+    table["label"] = [str(location.prepared / p) for p in table["label"]]
     table["type"] = [int(t) if t.isdigit() else t for t in table["type"]]
     return table
 
@@ -577,14 +591,14 @@ def fit_batch_to_split(profile: Profile, location: DataLocation) -> Profile:
 
 def dataset_table(location: DataLocation) -> pd.DataFrame:
     """Both splits in one table with ``split``, ``height``, ``width`` and ``nail_fraction``
-    (share of nail pixels), read from the npy files."""
+    (share of nail pixels), read from the labels."""
     parts = []
     for split in SPLITS:
         table = read_split(location, split)
         table["split"] = split
         parts.append(table)
     table = pd.concat(parts, ignore_index=True)
-    masks = [np.load(path, mmap_mode="r") for path in table["npy_mask"]]
+    masks = [read_label(path) for path in table["label"]]
     table["height"] = [m.shape[0] for m in masks]
     table["width"] = [m.shape[1] for m in masks]
     table["nail_fraction"] = [float(np.count_nonzero(m)) / m.size for m in masks]

@@ -63,7 +63,8 @@ from typing import NamedTuple
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
-GENERATOR_VERSION = 4
+GENERATOR_VERSION = 5
+"""Bumped when a seed draws other samples (5: drawn at a photo's long side, ``long_side``)."""
 TYPES = (1, 2, 3, 4)
 TYPE_DESCRIPTIONS = {
     1: "one finger, close up",
@@ -702,15 +703,19 @@ def _draw_bead(canvas, rng, radius, look: Look, light: _Light) -> None:
     _draw_nail(canvas, scratch, rng, tip, rng.uniform(0, 2 * math.pi), radius, style, light)
 
 
-def _image_size(rng: np.random.Generator, kind: int, look: Look) -> tuple[int, int]:
-    """``(height, width)``: a phone-like aspect ratio (jittered), longest side 320..640, or
-    144..320 for a small photo (``look.low_res``)."""
+def _image_size(rng: np.random.Generator, kind: int, look: Look,
+                long_side: int) -> tuple[int, int]:
+    """``(height, width)``: a phone-like aspect ratio (jittered) at ``long_side``, as a phone
+    takes every photo at one resolution; a small photo (``look.low_res``) at 144..320 of
+    every :data:`MAX_SIDE` pixels of it."""
     small = look.low_res > 0 and kind != 3 and rng.random() < look.low_res
     longest = int(rng.integers(144, 321) if small else
                   rng.integers(400 if kind == 3 else 320, MAX_SIDE + 1))
     aspect = look.aspects[rng.integers(len(look.aspects))] * math.exp(rng.normal(0.0, 0.04))
     short = int(max(MIN_SIDE // 2 if small else MIN_SIDE, round(longest / max(aspect, 1 / aspect))))
     short = min(short, longest)
+    scale = long_side / (MAX_SIDE if small else longest)
+    longest, short = max(1, round(longest * scale)), max(1, round(short * scale))
     return (short, longest) if aspect >= 1 else (longest, short)
 
 
@@ -843,8 +848,8 @@ def _framed_scene(rng, canvas, mask, kind: int, skin, light, style) -> None:
                      big, skin, light, style)
 
 
-def _attempt(rng: np.random.Generator, kind: int, look: Look):
-    h, w = _image_size(rng, kind, look)
+def _attempt(rng: np.random.Generator, kind: int, look: Look, long_side: int):
+    h, w = _image_size(rng, kind, look, long_side)
     close_up = look.close_up
     shortest, big = min(h, w), float(math.hypot(h, w))
     clutter = (int(rng.integers(0, 3)) if close_up else
@@ -877,14 +882,15 @@ def _attempt(rng: np.random.Generator, kind: int, look: Look):
     return _lens_and_jpeg(rng, pixels, kind), mask
 
 
-def synthetic_sample(seed: int, index: int,
-                     style: str = "course") -> tuple[int, np.ndarray, np.ndarray]:
-    """Sample ``index`` of the set made with ``seed``: ``(type, image HxWx3, mask HxW in {0,1})``."""
+def synthetic_sample(seed: int, index: int, style: str = "course",
+                     long_side: int = MAX_SIDE) -> tuple[int, np.ndarray, np.ndarray]:
+    """Sample ``index`` of the set made with ``seed``: ``(type, image HxWx3, mask HxW in {0,1})``,
+    its longest side ``long_side`` pixels (a small photo of ``style`` less)."""
     look = look_of(style)
     kind = look.types[index % len(look.types)]
     rng = np.random.default_rng([seed, index] if style == "course" else [seed, index, STYLES.index(style)])
     while True:  # redraw the rare scene whose nails all fell outside the picture
-        image, mask = _attempt(rng, kind, look)
+        image, mask = _attempt(rng, kind, look, long_side)
         if int(mask.sum()) >= MIN_NAIL_PIXELS:
             return kind, image, mask
 

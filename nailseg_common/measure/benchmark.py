@@ -59,7 +59,9 @@ from nailseg_common.setup.profiles import Profile
 from nailseg_common.training.trainer import make_trainer
 from nailseg_common.training.unet import LitNailSegmentation
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: every pipeline decodes the photos it trains on (``kornia`` on the device), beside the
+decode-once ``kornia_cache``; results of an older schema measured other pipelines."""
 REFERENCE_RESULTS = REPO_ROOT / "results" / "benchmark_h200.json"
 
 # Albumentations worker counts per profile (capped at the machine's CPU count).
@@ -96,11 +98,18 @@ def worker_counts(profile: Profile) -> tuple[int, ...]:
 
 def default_pipelines(profile: Profile, location: DataLocation,
                       workers: Iterable[int] | None = None, kornia_steps: bool = True) -> list[Pipeline]:
-    """Albumentations at each worker count, notebook 03's steps to the uint8 cache + Kornia
-    (the intermediate steps only on a GPU and with ``kornia_steps``), and DALI if available."""
+    """Every pipeline from the same photos: Albumentations decoding on CPU workers at each
+    worker count; notebook 03's steps (CPU decoding with Kornia in the step, only on a GPU
+    and with ``kornia_steps``), then its pipeline, decoding on the device; the decode-once
+    variant (notebook 03's uint8 cache + Kornia); and DALI, if available, with its default
+    decoder and, on a GPU, without the hardware JPEG decoder."""
     from nailseg_common.pipelines.albumentations_pipeline import NailDataModule
+    from nailseg_common.pipelines.cached_pipeline import CachedNailDataModule
     from nailseg_common.pipelines.dali_pipeline import DALINailDataModule
-    from nailseg_common.pipelines.kornia_pipeline import CachedNailDataModule, KorniaAugmentation
+    from nailseg_common.pipelines.kornia_pipeline import (
+        DeviceDecodedNailDataModule,
+        KorniaAugmentation,
+    )
     from nailseg_common.setup.dali import dali_available
 
     def loader_of(make_datamodule):
@@ -112,24 +121,103 @@ def default_pipelines(profile: Profile, location: DataLocation,
                  num_workers=n)
         for n in (worker_counts(profile) if workers is None else workers)
     ]
-    # Notebook 03's story on the GPU, one change at a time; the last step is the course's
-    # Kornia pipeline (on a CPU there is no accelerator to feed, so only that one runs).
-    png = loader_of(lambda: NailDataModule(location, profile, augment=False))
+    on_cpu_workers = loader_of(lambda: NailDataModule(location, profile, augment=False))
     steps = [] if profile.accelerator != "gpu" or not kornia_steps else [
-        Pipeline("kornia_png_sequential", "kornia_steps", png,
+        Pipeline("kornia_cpu_decode_sequential", "kornia_steps", on_cpu_workers,
                  make_augmentation=lambda: KorniaAugmentation(implementation="sequential")),
-        Pipeline("kornia_png_fused", "kornia_steps", png, make_augmentation=KorniaAugmentation),
-        Pipeline("kornia_cache_unpinned", "kornia_steps",
-                 loader_of(lambda: CachedNailDataModule(location, profile, pin_memory=False)),
-                 make_augmentation=KorniaAugmentation),
+        Pipeline("kornia_cpu_decode", "kornia_steps", on_cpu_workers, make_augmentation=KorniaAugmentation),
     ]
     pipelines += steps + [
-        Pipeline("kornia", "kornia", loader_of(lambda: CachedNailDataModule(location, profile)),
+        Pipeline("kornia", "kornia", loader_of(lambda: DeviceDecodedNailDataModule(location, profile)),
+                 make_augmentation=KorniaAugmentation),
+        Pipeline("kornia_cache", "decode_once", loader_of(lambda: CachedNailDataModule(location, profile)),
                  make_augmentation=KorniaAugmentation),
     ]
     if dali_available():
         pipelines.append(Pipeline("dali", "dali", loader_of(lambda: DALINailDataModule(location, profile))))
+        if profile.accelerator == "gpu":
+            pipelines.append(Pipeline("dali_no_hw_decoder", "dali", loader_of(
+                lambda: DALINailDataModule(location, profile, hw_decoder_load=0.0))))
     return pipelines
+
+
+INCLUDES = {
+    "albumentations": "read, decode, EXIF turn, resize and the policy on the CPU, one photo at a "
+                      "time; uint8 batches copied to the device",
+    "kornia": "the bytes read on the CPU; decode (nvJPEG on a GPU), EXIF turn and resize on the "
+              "device, one photo at a time, then the policy on the batch (CMYK JPEGs and PNGs "
+              "decoded on the CPU)",
+    "dali": "read on DALI's CPU threads; decode (the hardware decoder and nvJPEG on a GPU), EXIF "
+            "turn, resize and the policy in DALI's graph, batches prefetched",
+    "decode_once": "no decoding: a gather from the uint8 cache, copied to the device, then the "
+                   "policy on the batch",
+}
+"""What each family's preprocessing does per batch; every one draws per-sample random parameters."""
+
+
+def preprocessing_pipelines(profile: Profile, location: DataLocation) -> list[Pipeline]:
+    """Preprocessing alone, from the same photos, as the posts compared it: Albumentations in
+    one process and on every core, notebook 03's decoding on the device with Kornia, DALI
+    (on a GPU also without its hardware decoder), and the decode-once cache beside them."""
+    from nailseg_common.pipelines.albumentations_pipeline import NailDataModule
+    from nailseg_common.pipelines.cached_pipeline import CachedNailDataModule
+    from nailseg_common.pipelines.dali_pipeline import DALINailDataModule
+    from nailseg_common.pipelines.kornia_pipeline import (
+        DeviceDecodedNailDataModule,
+        KorniaAugmentation,
+    )
+    from nailseg_common.setup.dali import dali_available
+    from nailseg_common.setup.environment import usable_cores
+
+    def loader_of(make_datamodule):
+        return lambda: train_loader_of(make_datamodule())
+
+    def albumentations(workers: int):
+        return loader_of(lambda: NailDataModule(location, dataclasses.replace(profile, num_workers=workers)))
+
+    cores, where = usable_cores(), profile.device.type.upper()
+    on_gpu = profile.accelerator == "gpu"
+    rows = [Pipeline("Albumentations, one CPU process", "albumentations", albumentations(0), num_workers=0),
+            Pipeline(f"Albumentations, every CPU core ({cores} workers)", "albumentations",
+                     albumentations(cores), num_workers=cores),
+            Pipeline(f"torchvision decode on the {where}, Kornia", "kornia",
+                     loader_of(lambda: DeviceDecodedNailDataModule(location, profile)),
+                     make_augmentation=KorniaAugmentation)]
+    if dali_available():
+        rows.append(Pipeline("DALI" + (", hardware decoder" if on_gpu else " on the CPU"), "dali",
+                             loader_of(lambda: DALINailDataModule(location, profile))))
+        if on_gpu:
+            rows.append(Pipeline("DALI, no hardware decoder", "dali", loader_of(
+                lambda: DALINailDataModule(location, profile, hw_decoder_load=0.0))))
+    rows.append(Pipeline("decode once, ahead: the uint8 cache, Kornia", "decode_once",
+                         loader_of(lambda: CachedNailDataModule(location, profile)),
+                         make_augmentation=KorniaAugmentation))
+    return rows
+
+
+def preprocessing_rates(pipelines: list[Pipeline], profile: Profile, steps: int, windows: int,
+                        log: Callable[[str], None] = print):
+    """Images/s of each pipeline's preprocessing alone (its training loader, batches moved to
+    the device and augmented there, nothing trained: :func:`measure_loader`), ``windows``
+    windows of ``steps`` batches after a warm-up, with the windows' rates, what it includes
+    and the GPU memory torch saw at its peak (DALI's own memory is not torch's)."""
+    import pandas as pd
+
+    rows, device = {}, profile.device
+    for pipeline in pipelines:
+        started = time.perf_counter()
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        augmentation = pipeline.make_augmentation().to(device) if pipeline.make_augmentation else None
+        loader = pipeline.make_loader()
+        result = measure_loader(loader, device, max(1, steps // 3), steps, windows, augmentation)
+        peak = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
+        del loader
+        _free_memory(device)
+        rows[pipeline.name] = {"img/s": result["img_s"], "windows": result["repeats"],
+                               "torch peak GPU MiB": peak, "includes": INCLUDES[pipeline.family]}
+        log(f"{pipeline.name}: {result['img_s']:.1f} img/s  [{time.perf_counter() - started:.1f} s]")
+    return pd.DataFrame(rows).T
 
 
 def train_loader_of(datamodule: pl.LightningDataModule) -> Iterable[dict]:
@@ -141,18 +229,18 @@ def train_loader_of(datamodule: pl.LightningDataModule) -> Iterable[dict]:
 
 def training_datamodule(location: DataLocation, profile: Profile,
                         seed: int | None = None) -> pl.LightningDataModule:
-    """Notebook 04's DALI data module when DALI runs here, else notebook 03's cache; ``seed``
-    (of DALI's augmentations, or of the cache's order) if given, else the module's default
-    (notebook 07's timed runs)."""
+    """Notebook 04's DALI data module when DALI runs here, else notebook 03's, decoding on the
+    device; ``seed`` (of DALI's augmentations, or of the loader's order) if given, else the
+    module's default (notebook 07's timed runs)."""
     from nailseg_common.pipelines.dali_pipeline import DALINailDataModule
     from nailseg_common.setup.dali import dali_available
 
     seeded = {} if seed is None else {"seed": seed}
     if dali_available():
         return DALINailDataModule(location, profile, **seeded)
-    from nailseg_common.pipelines.kornia_pipeline import CachedNailDataModule
+    from nailseg_common.pipelines.kornia_pipeline import DeviceDecodedNailDataModule
 
-    return CachedNailDataModule(location, profile, **seeded)
+    return DeviceDecodedNailDataModule(location, profile, **seeded)
 
 
 def reuse(model: pl.LightningModule) -> Callable[..., pl.LightningModule]:
@@ -304,11 +392,15 @@ def _device_name(device: torch.device) -> str:
 
 
 def load_results(path: str | os.PathLike = REFERENCE_RESULTS) -> dict | None:
-    """Results written by ``python -m nailseg_common.measure.benchmark``, or ``None`` when the file does not exist."""
+    """Results written by ``python -m nailseg_common.measure.benchmark``, or ``None`` when the
+    file does not exist or measured the pipelines of an older schema (their names meant other
+    pipelines); a newer schema is a ValueError."""
     path = Path(path)
     if not path.exists():
         return None
     results = json.loads(path.read_text())
+    if isinstance(results.get("schema"), int) and results["schema"] < SCHEMA_VERSION:
+        return None
     if results.get("schema") != SCHEMA_VERSION:
         raise ValueError(f"{path} has benchmark schema {results.get('schema')!r}, this code reads "
                          f"{SCHEMA_VERSION}: re-run `python -m nailseg_common.measure.benchmark`.")

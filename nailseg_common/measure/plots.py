@@ -157,6 +157,9 @@ def plot_samples_by_type(table, per_type: int = 4, seed: int = 0):
     """
     import numpy as np
 
+    from nailseg_common.data.images import read_rgb
+    from nailseg_common.data.preparation import read_label
+
     types = sorted(table["type"].unique())
     fig, axes = _subplots(len(types), per_type, figsize=(2.6 * per_type, 2.3 * len(types)),
                              squeeze=False)
@@ -167,8 +170,8 @@ def plot_samples_by_type(table, per_type: int = 4, seed: int = 0):
         for ax in row:
             ax.set_axis_off()
         for ax, (_, sample) in zip(row, members.iloc[picks].iterrows()):
-            image = np.load(sample["npy_image"])
-            mask = np.load(sample["npy_mask"])[:, :, 0].astype(bool)
+            image = read_rgb(sample["image"])
+            mask = read_label(sample["label"]).astype(bool)
             overlay = image.copy()
             overlay[mask] = (0.45 * overlay[mask] + (0, 140, 0)).astype(np.uint8)
             ax.imshow(overlay)

@@ -107,9 +107,13 @@ def endless(loader: Iterable[dict]) -> Iterator[dict]:
             raise RuntimeError(f"The loader {type(loader).__name__} yielded no batch in an epoch.")
 
 
-def to_device(batch: dict, device: torch.device) -> dict:
-    """``batch`` on ``device``; asynchronous on a GPU, as Lightning copies it."""
-    return {key: value.to(device, non_blocking=device.type == "cuda") for key, value in batch.items()}
+def to_device(batch, device: torch.device) -> dict:
+    """``batch`` on ``device``; asynchronous on a GPU, as Lightning copies it. A batch with
+    its own ``.to`` (notebook 03's encoded photos, decoded on the way) moves itself."""
+    non_blocking = device.type == "cuda"
+    if not isinstance(batch, dict):
+        return batch.to(device, non_blocking=non_blocking)
+    return {key: value.to(device, non_blocking=non_blocking) for key, value in batch.items()}
 
 
 def measure_loader(loader: Iterable[dict], device: torch.device, warmup: int, steps: int,
@@ -152,7 +156,7 @@ def resident_batches(loader: Iterable[dict], device: torch.device, count: int = 
     """The first ``count`` batches of ``loader`` copied to ``device``, one epoch as long as the loader's."""
     batches = []
     for batch in loader:
-        batches.append({key: value.to(device).clone() for key, value in batch.items()})
+        batches.append({key: value.clone() for key, value in to_device(batch, device).items()})
         if len(batches) == count:
             break
     return ResidentBatches(batches, len(loader))

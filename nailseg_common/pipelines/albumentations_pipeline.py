@@ -11,8 +11,8 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
-from nailseg_common.data.images import read_binary_mask, read_rgb
-from nailseg_common.data.preparation import read_split
+from nailseg_common.data.images import read_rgb
+from nailseg_common.data.preparation import read_label, read_split
 from nailseg_common.pipelines.policy import POLICY
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import Profile
@@ -52,19 +52,19 @@ def valid_transform(image_size: int) -> A.Compose:
 
 
 class NailDataset(Dataset):
-    """Image/mask pairs listed in ``frame`` (columns ``image`` and ``mask``: absolute paths)."""
+    """Photo/label pairs listed in ``frame`` (columns ``image`` and ``label``: absolute paths)."""
 
     def __init__(self, frame: pd.DataFrame, transform=None):
-        if not {"image", "mask"} <= set(frame.columns):
-            raise ValueError("The frame lacks image/mask columns: use preparation.read_split.")
-        self.images, self.masks = frame["image"].astype(str).tolist(), frame["mask"].astype(str).tolist()
+        if not {"image", "label"} <= set(frame.columns):
+            raise ValueError("The frame lacks image/label columns: use preparation.read_split.")
+        self.images, self.masks = frame["image"].astype(str).tolist(), frame["label"].astype(str).tolist()
         self.transform = transform
 
     def __len__(self) -> int:
         return len(self.images)
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        image, mask = read_rgb(self.images[index]), read_binary_mask(self.masks[index])
+        image, mask = read_rgb(self.images[index]), read_label(self.masks[index])
         if image.shape[:2] != mask.shape:
             raise ValueError(f"{self.images[index]!r} is {image.shape[:2]}, its mask {mask.shape}")
         out = self.transform(image=image, mask=mask) if self.transform else {"image": image, "mask": mask}

@@ -9,6 +9,7 @@ from typing import Self
 
 import pytorch_lightning as pl
 
+from nailseg_common.data.images import refuse_deep_photos
 from nailseg_common.data.preparation import read_split
 from nailseg_common.pipelines.policy import POLICY, PolicyOp
 from nailseg_common.setup.dali import (
@@ -83,18 +84,21 @@ def _photometric(image, policy: Mapping[str, PolicyOp]):
 def nail_pipeline(image_files: Sequence[str], mask_files: Sequence[str], image_size: int,
                   augment: bool, on_gpu: bool, shard_id: int = 0, num_shards: int = 1,
                   policy: Mapping[str, PolicyOp] = POLICY, shuffle: bool | None = None,
-                  sample_ids: bool = False):
-    """The DALI graph: read image and mask npy, resize (and augment), CHW uint8 out."""
+                  sample_ids: bool = False, hw_decoder_load: float | None = None):
+    """The DALI graph: read and decode photo and label, resize (and augment), CHW uint8 out.
+    ``hw_decoder_load``: the share of JPEGs for the hardware decoder (``None``: DALI's default)."""
     reader = {"shard_id": shard_id, "num_shards": num_shards, "pad_last_batch": True,
               "prefetch_queue_depth": 2}
     if augment if shuffle is None else shuffle:
         reader.update(shuffle_after_epoch=True, shuffle_after_epoch_seed=SHUFFLE_SEED)
-    image = fn.readers.numpy(files=list(image_files), name=READER_NAME, **reader)
-    mask = fn.readers.numpy(files=list(mask_files), **reader)
+    image, _ = fn.readers.file(files=list(image_files), name=READER_NAME, **reader)
+    mask, _ = fn.readers.file(files=list(mask_files), **reader)
     source = fn.pad(fn.get_property(image, key="source_info"), fill_value=0, shape=[SAMPLE_ID_BYTES])
-    image, mask = fn.reshape(image, layout="HWC"), fn.reshape(mask, layout="HWC")  # npy: no layout
-    if on_gpu:  # CPU stage ends here: one host-to-device copy of the original uint8 arrays
-        image, mask = image.gpu(), mask.gpu()
+    decoder = "mixed" if on_gpu else "cpu"  # mixed: the CPU stage ends here, pixels land on the GPU
+    hardware = {} if hw_decoder_load is None or not on_gpu else {"hw_decoder_load": hw_decoder_load}
+    image = fn.decoders.image(image, device=decoder, output_type=types.RGB, **hardware)  # upright (EXIF)
+    mask = fn.decoders.image(mask, device=decoder, output_type=types.GRAY)
+    mask = fn.cast(mask > 127, dtype=types.UINT8)  # preparation's 0/255 labels as 0/1
     image = fn.resize(image, size=[image_size] * 2, interp_type=types.INTERP_LINEAR, antialias=False)
     mask = fn.resize(mask, size=[image_size] * 2, interp_type=types.INTERP_NN, antialias=False)
     if augment:
@@ -111,7 +115,7 @@ def build_pipeline(image_files: Sequence[str], mask_files: Sequence[str], *, ima
                    device_id: int | None = None, shard_id: int = 0, num_shards: int = 1,
                    num_threads: int | None = None, seed: int = 42, prefetch_queue_depth: int = 2,
                    policy: Mapping[str, PolicyOp] = POLICY, shuffle: bool | None = None,
-                   sample_ids: bool = False):
+                   sample_ids: bool = False, hw_decoder_load: float | None = None):
     """A built :func:`nail_pipeline` on ``device``; ``seed`` (one per rank) drives augmentation."""
     require_dali()
     if device not in ("gpu", "cpu"):
@@ -120,7 +124,7 @@ def build_pipeline(image_files: Sequence[str], mask_files: Sequence[str], *, ima
         raise ValueError(f"{len(image_files)} images and {len(mask_files)} masks do not pair up")
     pipe = nail_pipeline(
         list(map(str, image_files)), list(map(str, mask_files)), image_size, augment,
-        device == "gpu", shard_id, num_shards, policy, shuffle, sample_ids,
+        device == "gpu", shard_id, num_shards, policy, shuffle, sample_ids, hw_decoder_load,
         batch_size=batch_size, num_threads=num_threads or default_num_threads(device),
         device_id=(device_id or 0) if device == "gpu" else None, seed=seed,
         prefetch_queue_depth=prefetch_queue_depth)
@@ -173,15 +177,17 @@ def make_loader(image_files: Sequence[str], mask_files: Sequence[str], *, image_
 
 
 def sample_names(sample_id) -> list[str]:
-    """The file names (without ``.npy``) of a batch's ``sample_id`` tensor (``B×SAMPLE_ID_BYTES``)."""
+    """The photos' file names (without extension) of a batch's ``sample_id`` tensor (``B×SAMPLE_ID_BYTES``)."""
     rows = sample_id.cpu().numpy()
-    return [os.path.basename(bytes(row).rstrip(b"\0").decode()).removesuffix(".npy") for row in rows]
+    return [os.path.splitext(os.path.basename(bytes(row).rstrip(b"\0").decode()))[0] for row in rows]
 
 
 def split_files(location: DataLocation, split: str) -> tuple[list[str], list[str]]:
-    """Absolute image and mask npy paths of ``split`` ("train" or "valid"), in CSV order."""
+    """Absolute photo and label paths of ``split`` ("train" or "valid"), in CSV order; photos
+    of more than 8 bits a channel, which DALI would misread, are refused with their names."""
     frame = read_split(location, split)
-    return frame["npy_image"].tolist(), frame["npy_mask"].tolist()
+    refuse_deep_photos(frame["image"])
+    return frame["image"].tolist(), frame["label"].tolist()
 
 
 def shard_of(trainer) -> tuple[int, int, int | None]:
@@ -196,11 +202,13 @@ class DALINailDataModule(pl.LightningDataModule):
     """A :class:`DALILoader` per split on the profile's device, one shard per rank."""
 
     def __init__(self, location: DataLocation, profile: Profile, seed: int = 42,
-                 num_threads: int | None = None, sample_ids: bool = False):
+                 num_threads: int | None = None, sample_ids: bool = False,
+                 hw_decoder_load: float | None = None):
         super().__init__()
         require_dali()
         self.location, self.profile, self.seed = location, profile, seed
         self.num_threads, self.sample_ids, self.device = num_threads, sample_ids, dali_device(profile)
+        self.hw_decoder_load = hw_decoder_load
         self._loaders: dict[str, DALILoader] = {}
 
     def _loader(self, split: str) -> DALILoader:
@@ -211,7 +219,8 @@ class DALINailDataModule(pl.LightningDataModule):
                                  batch_size=self.profile.batch_size, train=split == "train",
                                  device_id=device_id, shard_id=shard_id, num_shards=num_shards,
                                  num_threads=self.num_threads, seed=self.seed + shard_id,
-                                 sample_ids=self.sample_ids and split == "train")
+                                 sample_ids=self.sample_ids and split == "train",
+                                 hw_decoder_load=self.hw_decoder_load)
             if len(loader) == 0:
                 raise ValueError(f"The {split} split ({len(images)} samples, {num_shards} shard(s)) "
                                  f"has fewer samples per shard than {self.profile.batch_size}.")

@@ -23,6 +23,7 @@ class Profile:
     name: str
     accelerator: str  # "cpu" or "gpu" (Lightning's names)
     num_images: int  # synthetic images generated when no real dataset is given
+    photo_side: int  # the long side of those photos (JPEG, as a phone writes them), pixels
     image_size: int  # square side the models see
     batch_size: int
     max_steps: int  # optimizer steps: the training length, whatever the dataset's size
@@ -70,7 +71,7 @@ class Profile:
 
 PROFILES: dict[str, Profile] = {
     "smoke": Profile(
-        name="smoke", accelerator="cpu", num_images=48, image_size=64, batch_size=8,
+        name="smoke", accelerator="cpu", num_images=48, photo_side=256, image_size=64, batch_size=8,
         max_steps=2, encoder="tu-efficientnet_lite0", num_workers=0, precision="32-true", lr=1e-3,
         max_train_batches=2, max_valid_batches=1, bench_repeats=3, bench_steps=2,
         finetune_steps=2, finetune_image_size=64, finetune_lr=1e-3, curve_folds=1,
@@ -87,7 +88,7 @@ PROFILES: dict[str, Profile] = {
         # 0.818/0.819/0.832) made `make course` take 29.9 min (lab/laptop_accuracy); 3 steps a
         # timing window and 07's 20 steps keep the lessons' notebooks short too (08 keeps 40:
         # fewer leave its one-device run without a validation)
-        name="cpu", accelerator="cpu", num_images=400, image_size=192, batch_size=8,
+        name="cpu", accelerator="cpu", num_images=400, photo_side=512, image_size=192, batch_size=8,
         max_steps=160, encoder="tu-efficientnet_lite0", num_workers=2, precision="32-true",
         lr=2e-3, bench_repeats=3, bench_steps=3, finetune_steps=20, finetune_image_size=128,
         finetune_lr=3e-4, curve_folds=1, finetune_keep_statistics=True,
@@ -100,7 +101,7 @@ PROFILES: dict[str, Profile] = {
         ddp_max_steps=40, ddp_profile_epoch=1,
     ),
     "gpu": Profile(
-        name="gpu", accelerator="gpu", num_images=1200, image_size=384, batch_size=32,
+        name="gpu", accelerator="gpu", num_images=1200, photo_side=1024, image_size=384, batch_size=32,
         # lr 7e-4: the best final hard Dice of 5e-4, 7e-4, 1e-3 and 2e-3 over two seeds each
         # on an H100, for a random-start resnet34 (lab/course_recipe_lr). 600 steps: from
         # ImageNet, notebook 02 was at hard Dice 0.934 after 600 of 1200 steps and 0.947 after

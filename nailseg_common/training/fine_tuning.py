@@ -19,14 +19,10 @@ from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 
 from nailseg_common.core.errors import DataError
 from nailseg_common.core.statistics import mean_spread, paired_gain
-from nailseg_common.data.preparation import read_split
-from nailseg_common.pipelines.kornia_pipeline import (
-    POLICY,
-    SPLITS,
-    BatchSlices,
-    KorniaAugmentation,
-    load_cache,
-)
+from nailseg_common.data.decoded import load_cache
+from nailseg_common.data.preparation import SPLITS, read_split
+from nailseg_common.pipelines.cached_pipeline import BatchSlices
+from nailseg_common.pipelines.kornia_pipeline import POLICY, KorniaAugmentation
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import Profile
 from nailseg_common.training.checkpoints import Checkpoint, load_weights
