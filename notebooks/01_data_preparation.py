@@ -154,7 +154,8 @@ for name, values in zip("RGB", pixels.T):
 
 # %% [markdown]
 # The models in notebook 02 reach a far higher IoU. `start` generated this notebook's set
-# in parallel processes (one per core, once a set is large enough to pay for starting them),
+# in parallel processes (one per hundred photos, at most one per core: starting a process
+# costs a few seconds, so a small set is drawn in one),
 # and `generate_synthetic_dataset(root, num_images, seed)` writes a set anywhere:
 #
 # ```python

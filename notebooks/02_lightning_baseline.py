@@ -646,9 +646,10 @@ def make_trainer(profile: Profile, run_name: str, **overrides) -> pl.Trainer:
 # the epochs' images/s, without the first (starting workers, choosing cuDNN kernels) when
 # there are several; `images_per_second()` is their median, `ratio_to(bound)` divides it by
 # a bound (below), with its spread, and `report(bound, name)` prints all of it in one line.
-# **Throughout the course `x ± s` means one thing: `s` is twice the standard error of `x`,
-# about a 95 % interval, computed from repeats** (here the epochs' rates; the bound is one
-# measurement, taken as exact). Repeated seeds are shown as a median and a range instead.
+# **Throughout the course `x ± s` means one thing: `x - s` to `x + s` is a 95 % interval,
+# computed from repeats with Student's t for their count** (here the epochs' rates; the
+# bound is one measurement, taken as exact). With hundreds of photos `s` is about twice the
+# standard error; with three timing windows it is 4.3 times it, with two 12.7 times. Repeated seeds are shown as a median and a range instead.
 
 # %%
 #| export training.trainer
@@ -792,7 +793,7 @@ levels.mean().to_frame(f"{len(levels)} validation masks at {cfg.image_size} px")
 # image's hard Dice of that epoch (`val_dice_per_image`). `run_logs.outline_verdict`
 # (reporting plumbing) compares their mean with the `2 px larger` level of `outline_levels`
 # on the same images, and the spread comes from both sets of per-image scores
-# (`difference_spread`: twice the standard error of the difference, the course's `±`).
+# (`difference_spread`: the 95 % interval of the difference, the course's `±`).
 # Notebooks 03 and 04 judge their own runs the same way.
 
 # %%
@@ -837,8 +838,8 @@ bound = bound_images_per_second(cfg, lambda: LitNailSegmentation(cfg.encoder, cf
 print(speed.report(bound, "Albumentations"))  # the ratio to the bound and its spread
 
 # %% [markdown]
-# Read the ratio (`ratio r ± s`); its spread is twice the standard error of the epochs'
-# rates, relative to their median (the bound is measured once). On a CPU the model itself is slow, but the workers compete with it for
+# Read the ratio (`ratio r ± s`); its spread is the 95 % interval from the epochs' rates,
+# relative to their median (the bound is measured once). On a CPU the model itself is slow, but the workers compete with it for
 # the same few cores, so the ratio says as much about the machine as about the pipeline (and
 # in the `smoke` profile, with its two steps, it says nothing). On a GPU the step shrinks
 # while the CPU's cost per image stays, so whatever the workers cannot deliver shows as a

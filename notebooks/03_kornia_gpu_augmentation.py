@@ -648,8 +648,8 @@ gap.round(2)
 
 # %% [markdown]
 # Row 2 is the training run above. Its share of the bound, `± ` the course's spread
-# (twice the standard error of its epochs' rates; the bound is a single measurement,
-# counted as exact):
+# (the 95 % interval from its epochs' rates; the bound is a single measurement, counted as
+# exact):
 
 # %%
 print("the training run: {:.2f} ± {:.2f} of the bound".format(*kornia_speed.ratio_to(bound)))

@@ -619,7 +619,7 @@ if HAVE_DALI:
 # On a GPU the DALI pipeline runs on its own CUDA stream, `prefetch_queue_depth` batches
 # ahead of the training loop, so the step only waits when the pipeline is slower than the
 # model. In CPU-only mode DALI's threads and the model share the same cores, and the ratio
-# tells that story instead. A ratio above 1 does not mean DALI beat the bound: the bound
+# tells that story instead. A ratio above 1 would not mean DALI beat the bound: the bound
 # is one short measurement (five epochs of a few steps), counted as exact, and from run to
 # run it moves more than the epochs' spread says. Notebook 05 measures both sides in
 # repeated windows and judges DALI with the spread of both.

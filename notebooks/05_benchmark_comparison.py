@@ -487,7 +487,8 @@ if live is not None:
 # ## Reading one measurement
 #
 # Every number of the run keeps its windows. Here are the bound and the first pipeline, window
-# by window: the median is the middle window, the spread the slowest and fastest, and the
+# by window: the median is the middle of the sorted windows (the mean of the two middle
+# ones for an even count), the spread the slowest and fastest, and the
 # share of the bound compares medians measured minutes apart on the same machine.
 
 # %%
@@ -550,8 +551,9 @@ plt.show()
 # ## Share of the bound, and the targets
 #
 # The same training rates divided by the bound, with whiskers for the spread of each ratio
-# (`ratio_spread` of `nailseg_common.core.statistics`: the course's `±`, twice the standard
-# error of the pipeline's windows and of the bound's, relative to their medians, combined). The grey band
+# (`ratio_spread` of `nailseg_common.core.statistics`: the course's `±`, a 95 % interval from
+# the standard errors of the pipeline's windows and of the bound's, relative to their
+# medians, combined, with Student's t for their counts). The grey band
 # around 1 is the bound's own spread. A pipeline measured above 1 by less than its spread
 # does not beat the bound, which is the step with an input pipeline that costs nothing: it
 # keeps up within noise.

@@ -333,7 +333,7 @@ class PhotosOnDevice(pl.LightningDataModule):
 
 
 # %% [markdown]
-# At a batch of ten photos the GPU finishes a step's kernels faster than the host can launch
+# At a batch of a dozen photos or so the GPU finishes a step's kernels faster than the host can launch
 # them: the U-Net's forward and backward are several hundred launches, each a few
 # microseconds of Python, Lightning and CUDA work, and the GPU waits between them. A **CUDA
 # graph** records those launches once and replays them as one. `GraphedUNet` captures the
@@ -558,8 +558,8 @@ per_photo.round(3)
 # ## The starts side by side
 #
 # Each start's mean hard Dice and IoU over every photo, with the course's spread `±` of the
-# mean Dice (twice its standard error, the standard deviation of the photos' scores over
-# the square root of their number), the worst photo's Dice, and the training curves of the
+# mean Dice (the half-width of its 95 % Student-t interval: about twice its standard error,
+# the standard deviation of the photos' scores over the square root of their number), the worst photo's Dice, and the training curves of the
 # first fold. `compare_starts` ranks by mean Dice; `recommend_start` adds how sure the
 # ranking is: the mean gain of the best over the runner-up *on the same photos* (a paired
 # difference, which cancels how hard each photo is), the spread of that gain, how many
@@ -591,7 +591,7 @@ def recommend_start(tables: dict[str, pd.DataFrame]) -> dict:
     if len(ranking) > 1:
         runner_up = ranking[1]
         gain = paired_gain(tables[best]["dice"], tables[runner_up]["dice"])
-        lead = 2 * gain["gain"] / gain["gain_spread"] if 0 < gain["gain_spread"] < math.inf else math.nan
+        lead = gain["gain"] / gain["gain_se"] if 0 < gain["gain_se"] < math.inf else math.nan
         advice.update(runner_up=runner_up, **gain, lead_se=lead)
     return advice
 
@@ -607,7 +607,7 @@ compare_starts(tables).round(3)
 #
 # The zero-shot row is the synthetic start as it is; the `synthetic` row is the same weights
 # fine-tuned. Their difference photo by photo is what fine-tuning gains, and its spread
-# (twice the standard error of the mean paired gain) is how much the choice of photos alone
+# (the 95 % interval of the mean paired gain) is how much the choice of photos alone
 # could move it. `Verdict` (in `nailseg_common.core.statistics`) judges the gain against no
 # gain at all: met, missed or within noise; `finetune_gain_in_words` (in
 # `nailseg_common.measure.own_photos_report`) says what the outcome means and what to try.
@@ -669,8 +669,9 @@ plt.show()
 #
 # The advice below is computed from this run's numbers: the paired gain of the best start
 # over the runner-up, with its standard error and the number of photos. A gain counts as
-# clear when it is more than twice its standard error; with a few photos that is a high
-# bar, and it should be. (`advice_in_words`, in `nailseg_common.measure.own_photos_report`,
+# clear when its 95 % interval leaves out zero (more than about two standard errors; with
+# few photos, Student's t asks for more); with a few photos that is a high bar, and it
+# should be. (`advice_in_words`, in `nailseg_common.measure.own_photos_report`,
 # puts the advice in words.)
 
 # %%
@@ -714,10 +715,13 @@ print(f"skipped: {', '.join(skipped) or 'none'}; the scores are at {cfg.image_si
 # a copy of that fold's held-out photos, which the model never saw, called from Python with
 # the same arguments (`predict.main`, which returns the command's exit status).
 #
-# The model to keep for your photos is trained on all of them. One command does that with
-# this notebook's recipe, from the same synthetic start: `nailseg-finetune
-# PHOTOS_ROOT OUT` cross-validates the recipe, prints the scores and the gain over the start
-# as it is, and writes `OUT/model.pt` for `predict --checkpoint`.
+# The model to keep for your photos is trained on all of them. One command does that, from
+# the same synthetic start, with a longer recipe of its own (no sitting to fit: `keep_steps`
+# and `keep_image_size` in the profile): `nailseg-finetune PHOTOS_ROOT OUT` cross-validates
+# it, scores the start and the fine-tuned model each as `nailseg-predict` will run it (its own
+# side, its flips, out of fold), and writes `OUT/model.pt` for `predict --checkpoint` only
+# when fine-tuning beat the start beyond the interval; otherwise its last line names the
+# start to keep (`--write-anyway` writes it all the same).
 
 # %%
 import shutil

@@ -86,7 +86,7 @@ from nailseg_common.measure import plots
 from nailseg_common.measure.benchmark import (default_pipelines, load_results, pipeline_rates, profile_step,
                                               reuse, train_loader_of, training_datamodule)
 from nailseg_common.measure.profiling import datasheet_tflops, matmul_peak_tflops
-from nailseg_common.core.statistics import Verdict, ratio_spread
+from nailseg_common.core.statistics import Verdict, prediction_spread, ratio_spread
 from nailseg_common.measure.timing import measure_training, resident_batches
 from nailseg_common.setup.dali import dali_status
 from nailseg_common.setup.paths import REPO_ROOT
@@ -607,8 +607,9 @@ plt.show()
 
 # %% [markdown]
 # The verdict: did this run reach the level, and how long did it take against the seeds'
-# median? One run is one draw from the seeds' spread of times, so its standard error is
-# the seeds' standard deviation, and its `±` (twice the standard error) is twice that.
+# median? One run is one more draw from the seeds' spread of times, so its `±` is the 95 %
+# interval of one more draw (`prediction_spread`: Student's t for the seeds' count times
+# their standard deviation, widened by the uncertainty of their mean).
 # On another device than the seeds' the seconds compare devices as well as runs.
 
 # %%
@@ -616,7 +617,7 @@ print(f"this run on {device_name}; the seeds on {seeds['device'] if seeds else '
 if run["reached"]:
     times = by_seed[level]
     print(Verdict(f"seconds to IoU {level}", run["seconds_to_target"], times.median(),
-                  2 * times.std(), "seeds' median", higher_is_better=False))
+                  prediction_spread(times), "seeds' median", higher_is_better=False))
 else:
     print(f"IoU {level} not reached in {fast.max_steps} steps: "
           + ("no time to compare" if on_gpu else "a CPU profile trains far too briefly"))

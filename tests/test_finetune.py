@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 import torch
+from scipy import stats
 
 from nailseg_common.core.errors import DataError
 from nailseg_common.data import synthetic
@@ -284,7 +285,8 @@ def test_the_advice_ranks_by_mean_dice_and_measures_the_gain_on_the_same_photos(
     advice = recommend_start(tables)
     assert advice["best"] == "synthetic" and advice["runner_up"] == "random"
     assert advice["gain"] == pytest.approx(0.2)
-    assert advice["gain_spread"] == pytest.approx(2 * 0.2 / math.sqrt(3))
+    assert advice["gain_se"] == pytest.approx(0.2 / math.sqrt(3))  # gains 0.4, 0.2, 0: sd 0.2
+    assert advice["gain_spread"] == pytest.approx(stats.t.ppf(0.975, 2) * 0.2 / math.sqrt(3))
     assert advice["lead_se"] == pytest.approx(math.sqrt(3))
     assert (advice["wins"], advice["loses"], advice["photos"]) == (2, 0, 3)
     assert recommend_start({"random": _table([0.4])})["runner_up"] is None

@@ -299,7 +299,7 @@ def report(tables: dict[str, pd.DataFrame], sides: dict[str, int]) -> dict:
     scores = score_table(tables)
     print("hard Dice and IoU at probability 0.5, each photo's mask drawn as nailseg-predict "
           f"draws it ({', '.join(f'{name} at {side} px' for name, side in sides.items())}), "
-          f"means over the photos (±: twice the standard error of the mean):\n"
+          f"means over the photos (±: the 95 % interval of the mean):\n"
           f"{scores.round(3).to_string()}")
     summary = {"scores": scores.rename(columns=JSON_KEYS).to_dict(orient="index"),
                "image_sides": sides}

@@ -449,7 +449,7 @@ def summary_table(results: dict):
 
 
 def describe_bound(results: dict) -> str:
-    """The bound's median, the range of its windows and its spread (± twice the standard error,
+    """The bound's median, the range of its windows and its spread (± its 95 % interval,
     in %), and its halves before and after the pipelines: the spread to read every ratio
     against, not a promise that it held still."""
     b = results["bound"]

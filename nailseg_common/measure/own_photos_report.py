@@ -18,7 +18,7 @@ def available_starts(starts: Iterable[str], checkpoint: Path | None) -> tuple[li
 def advice_in_words(advice: dict, tables: dict, zero_shot: str) -> list[str]:
     """Notebook 06's ``recommend_start`` ``advice`` over ``tables`` (start -> per-photo scores
     with ``dice`` and ``iou``) as lines to print: the best start, its paired lead over the
-    runner-up, and a verdict (clear when the lead is more than two standard errors);
+    runner-up, and a verdict (clear when the lead's 95 % interval leaves out zero);
     ``zero_shot`` names the start that is the checkpoint without fine-tuning."""
     best, photos = advice["best"], advice["photos"]
     dice, iou = tables[best]["dice"], tables[best]["iou"]
@@ -31,12 +31,13 @@ def advice_in_words(advice: dict, tables: dict, zero_shot: str) -> list[str]:
     lead = (f"ahead of {runner_up} by {advice['gain']:+.3f} Dice ± {advice['gain_spread']:.3f} "
             f"(over {photos} photos), better on {advice['wins']}, "
             f"worse on {advice['loses']}")
-    if lead_se > 2:
-        verdict = f"use the {best} start: its lead is {lead_se:.1f} standard errors, more than two"
+    if advice["gain"] > advice["gain_spread"]:
+        verdict = (f"use the {best} start: its lead is {lead_se:.1f} standard errors, clear of "
+                   "its 95 % interval")
     else:
         verdict = (f"{best} and {runner_up} are within the noise: the lead is {lead_se:.1f} "
-                   "standard errors, not more than two; either will do, and more photos "
-                   "would tell them apart")
+                   "standard errors, inside its 95 % interval; either will do, and more "
+                   "photos would tell them apart")
     if best == zero_shot:
         verdict += ("; fine-tuning did not beat the checkpoint as it is, so use it unchanged "
                     "or fine-tune longer (finetune_steps)")

@@ -320,7 +320,7 @@ def plot_learning_curve(curve, zero_shot: float | None = None):
     ax.minorticks_off()  # the log axis' own labels (6×10⁰ ...) would crowd the counts
     ax.set_xticks(sorted(curve["photos"].unique()), labels=sorted(curve["photos"].unique()))
     ax.set(xlabel="training photos per fold", ylabel="hard Dice on held-out photos",
-           title="Learning curve (mean ± twice its standard error)")
+           title="Learning curve (mean, 95 % interval)")
     ax.legend(fontsize=MIN_FONT)
     fig.tight_layout()
     return fig

@@ -237,6 +237,6 @@ def recommend_start(tables: dict[str, pd.DataFrame]) -> dict:
     if len(ranking) > 1:
         runner_up = ranking[1]
         gain = paired_gain(tables[best]["dice"], tables[runner_up]["dice"])
-        lead = 2 * gain["gain"] / gain["gain_spread"] if 0 < gain["gain_spread"] < math.inf else math.nan
+        lead = gain["gain"] / gain["gain_se"] if 0 < gain["gain_se"] < math.inf else math.nan
         advice.update(runner_up=runner_up, **gain, lead_se=lead)
     return advice
