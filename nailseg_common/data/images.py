@@ -196,10 +196,13 @@ class Header(NamedTuple):
 
 
 def read_header(path: str | os.PathLike, what: str = "Image") -> Header:
-    """The :class:`Header` of the file at ``path``, read without decoding its pixels."""
-    with _open(path, what) as image:
-        fmt, mode = image.format or "", image.mode
-    return Header(fmt, mode, exif_orientation(path, what))
+    """The :class:`Header` of the file at ``path``, read without decoding its pixels (a
+    PNG's eXIf chunk, which the PNG specification puts before them, included)."""
+    with _open(path, what) as image, _reading(path, what):
+        exif = Image.Exif()
+        with _exif_checked(path, what):
+            exif.load(image.info.get("exif", b""))
+        return Header(image.format or "", image.mode, int(exif.get(ORIENTATION, 1)))
 
 
 def refuse_deep_photos(paths) -> None:
@@ -216,15 +219,9 @@ def refuse_deep_photos(paths) -> None:
 
 
 def exif_orientation(path: str | os.PathLike, what: str = "Image") -> int:
-    """The EXIF Orientation tag of the file at ``path``: 1 (as stored) when it has none.
-
-    Read from the header without decoding the pixels (a PNG's eXIf chunk, which the PNG
-    specification puts before them)."""
-    with _open(path, what) as image, _reading(path, what):
-        exif = Image.Exif()
-        with _exif_checked(path, what):
-            exif.load(image.info.get("exif", b""))
-        return int(exif.get(ORIENTATION, 1))
+    """The EXIF Orientation tag of the file at ``path``: 1 (as stored) when it has none,
+    from its header (:func:`read_header`)."""
+    return read_header(path, what).orientation
 
 
 def _to_8bit(image: Image.Image) -> np.ndarray:

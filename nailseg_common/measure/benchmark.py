@@ -112,31 +112,28 @@ def default_pipelines(profile: Profile, location: DataLocation,
     )
     from nailseg_common.setup.dali import dali_available
 
-    def loader_of(make_datamodule):
-        return lambda: train_loader_of(make_datamodule())
-
     pipelines = [
         Pipeline(f"albumentations_w{n}", "albumentations",
-                 loader_of(lambda n=n: NailDataModule(location, dataclasses.replace(profile, num_workers=n))),
+                 _loader_of(lambda n=n: NailDataModule(location, dataclasses.replace(profile, num_workers=n))),
                  num_workers=n)
         for n in (worker_counts(profile) if workers is None else workers)
     ]
-    on_cpu_workers = loader_of(lambda: NailDataModule(location, profile, augment=False))
+    on_cpu_workers = _loader_of(lambda: NailDataModule(location, profile, augment=False))
     steps = [] if profile.accelerator != "gpu" or not kornia_steps else [
         Pipeline("kornia_cpu_decode_sequential", "kornia_steps", on_cpu_workers,
                  make_augmentation=lambda: KorniaAugmentation(implementation="sequential")),
         Pipeline("kornia_cpu_decode", "kornia_steps", on_cpu_workers, make_augmentation=KorniaAugmentation),
     ]
     pipelines += steps + [
-        Pipeline("kornia", "kornia", loader_of(lambda: DeviceDecodedNailDataModule(location, profile)),
+        Pipeline("kornia", "kornia", _loader_of(lambda: DeviceDecodedNailDataModule(location, profile)),
                  make_augmentation=KorniaAugmentation),
-        Pipeline("kornia_cache", "decode_once", loader_of(lambda: CachedNailDataModule(location, profile)),
+        Pipeline("kornia_cache", "decode_once", _loader_of(lambda: CachedNailDataModule(location, profile)),
                  make_augmentation=KorniaAugmentation),
     ]
     if dali_available():
-        pipelines.append(Pipeline("dali", "dali", loader_of(lambda: DALINailDataModule(location, profile))))
+        pipelines.append(Pipeline("dali", "dali", _loader_of(lambda: DALINailDataModule(location, profile))))
         if profile.accelerator == "gpu":
-            pipelines.append(Pipeline("dali_no_hw_decoder", "dali", loader_of(
+            pipelines.append(Pipeline("dali_no_hw_decoder", "dali", _loader_of(
                 lambda: DALINailDataModule(location, profile, hw_decoder_load=0.0))))
     return pipelines
 
@@ -169,11 +166,8 @@ def preprocessing_pipelines(profile: Profile, location: DataLocation) -> list[Pi
     from nailseg_common.setup.dali import dali_available
     from nailseg_common.setup.environment import usable_cores
 
-    def loader_of(make_datamodule):
-        return lambda: train_loader_of(make_datamodule())
-
     def albumentations(workers: int):
-        return loader_of(lambda: NailDataModule(location, dataclasses.replace(profile, num_workers=workers)))
+        return _loader_of(lambda: NailDataModule(location, dataclasses.replace(profile, num_workers=workers)))
 
     cores, where = usable_cores(), profile.device.type.upper()
     on_gpu = profile.accelerator == "gpu"
@@ -181,16 +175,16 @@ def preprocessing_pipelines(profile: Profile, location: DataLocation) -> list[Pi
             Pipeline(f"Albumentations, every CPU core ({cores} workers)", "albumentations",
                      albumentations(cores), num_workers=cores),
             Pipeline(f"torchvision decode on the {where}, Kornia", "kornia",
-                     loader_of(lambda: DeviceDecodedNailDataModule(location, profile)),
+                     _loader_of(lambda: DeviceDecodedNailDataModule(location, profile)),
                      make_augmentation=KorniaAugmentation)]
     if dali_available():
         rows.append(Pipeline("DALI" + (", hardware decoder" if on_gpu else " on the CPU"), "dali",
-                             loader_of(lambda: DALINailDataModule(location, profile))))
+                             _loader_of(lambda: DALINailDataModule(location, profile))))
         if on_gpu:
-            rows.append(Pipeline("DALI, no hardware decoder", "dali", loader_of(
+            rows.append(Pipeline("DALI, no hardware decoder", "dali", _loader_of(
                 lambda: DALINailDataModule(location, profile, hw_decoder_load=0.0))))
     rows.append(Pipeline("decode once, ahead: the uint8 cache, Kornia", "decode_once",
-                         loader_of(lambda: CachedNailDataModule(location, profile)),
+                         _loader_of(lambda: CachedNailDataModule(location, profile)),
                          make_augmentation=KorniaAugmentation))
     return rows
 
@@ -218,6 +212,11 @@ def preprocessing_rates(pipelines: list[Pipeline], profile: Profile, steps: int,
                                "torch peak GPU MiB": peak, "includes": INCLUDES[pipeline.family]}
         log(f"{pipeline.name}: {result['img_s']:.1f} img/s  [{time.perf_counter() - started:.1f} s]")
     return pd.DataFrame(rows).T
+
+
+def _loader_of(make_datamodule: Callable[[], pl.LightningDataModule]) -> Callable[[], Iterable[dict]]:
+    """A ``make_loader`` for :class:`Pipeline`: the training loader of a new datamodule."""
+    return lambda: train_loader_of(make_datamodule())
 
 
 def train_loader_of(datamodule: pl.LightningDataModule) -> Iterable[dict]:
