@@ -405,7 +405,10 @@ class EncodedPhotos(Dataset):
 # photo and label to the training side, bilinear and nearest on the photo's pixel grid, as
 # notebook 02's `A.Resize` does. The photos differ in size, so they are resized one by one;
 # then they are one `B×3×S×S` uint8 batch of the batch contract. A file the decoder refuses is
-# named.
+# named. One line guards against a bug of torchvision's CUDA decoder (pytorch/vision#9606):
+# nvJPEG writes on a stream of its own, into memory that kernels still queued on ours may be
+# reading, and on an H200 that turned the training loss into NaN from the first steps. Waiting
+# for our stream first costs the overlap of this decode with the step before it.
 
 # %%
 #| export pipelines.kornia_pipeline
@@ -422,6 +425,8 @@ def upright(image: torch.Tensor, orientation: int) -> torch.Tensor:
 
 def _decode_jpegs(items: list[dict], device: torch.device) -> list[torch.Tensor]:
     data = [torch.from_numpy(item["data"]) for item in items]
+    if data and device.type == "cuda":  # nvJPEG must not write into blocks queued kernels read
+        torch.cuda.current_stream(device).synchronize()
     try:
         return decode_jpeg(data, mode=ImageReadMode.RGB, device=device) if data else []
     except RuntimeError:
@@ -437,8 +442,7 @@ def _decode_jpegs(items: list[dict], device: torch.device) -> list[torch.Tensor]
 def decode_on(items: list[dict], image_size: int, device: torch.device) -> dict[str, torch.Tensor]:
     """A list of :class:`EncodedPhotos` items as one batch on ``device``: ``image``
     ``B×3×S×S`` and ``label`` ``B×1×S×S``, both uint8, photos upright."""
-    coded = [item for item in items if "data" in item]
-    decoded = iter(_decode_jpegs(coded, device))
+    decoded = iter(_decode_jpegs([item for item in items if "data" in item], device))
     size, images, labels = (image_size, image_size), [], []
     for item in items:
         image = (upright(next(decoded), item["orientation"]) if "data" in item

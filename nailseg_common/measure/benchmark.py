@@ -144,8 +144,9 @@ INCLUDES = {
     "kornia": "the bytes read on the CPU; decode (nvJPEG on a GPU), EXIF turn and resize on the "
               "device, one photo at a time, then the policy on the batch (CMYK JPEGs and PNGs "
               "decoded on the CPU)",
-    "dali": "read on DALI's CPU threads; decode (the hardware decoder and nvJPEG on a GPU), EXIF "
-            "turn, resize and the policy in DALI's graph, batches prefetched",
+    "dali": "read on DALI's CPU threads; decode (on a GPU nvJPEG, with the hardware decoder's "
+            "share unless the row says none), EXIF turn, resize and the policy in DALI's graph, "
+            "batches prefetched",
     "decode_once": "no decoding: a gather from the uint8 cache, copied to the device, then the "
                    "policy on the batch",
 }

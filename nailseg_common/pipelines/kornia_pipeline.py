@@ -209,6 +209,8 @@ def upright(image: torch.Tensor, orientation: int) -> torch.Tensor:
 
 def _decode_jpegs(items: list[dict], device: torch.device) -> list[torch.Tensor]:
     data = [torch.from_numpy(item["data"]) for item in items]
+    if data and device.type == "cuda":  # nvJPEG must not write into blocks queued kernels read
+        torch.cuda.current_stream(device).synchronize()
     try:
         return decode_jpeg(data, mode=ImageReadMode.RGB, device=device) if data else []
     except RuntimeError:
@@ -224,8 +226,7 @@ def _decode_jpegs(items: list[dict], device: torch.device) -> list[torch.Tensor]
 def decode_on(items: list[dict], image_size: int, device: torch.device) -> dict[str, torch.Tensor]:
     """A list of :class:`EncodedPhotos` items as one batch on ``device``: ``image``
     ``B×3×S×S`` and ``label`` ``B×1×S×S``, both uint8, photos upright."""
-    coded = [item for item in items if "data" in item]
-    decoded = iter(_decode_jpegs(coded, device))
+    decoded = iter(_decode_jpegs([item for item in items if "data" in item], device))
     size, images, labels = (image_size, image_size), [], []
     for item in items:
         image = (upright(next(decoded), item["orientation"]) if "data" in item

@@ -82,14 +82,13 @@ PROFILES: dict[str, Profile] = {
         ddp_profile_epoch=1,
     ),
     "cpu": Profile(
-        # 192 px, 160 steps at lr 2e-3: on 2 CPU cores, in channels-last memory, notebook 02
-        # ended at hard Dice 0.803 after 160 steps and 0.844 after 240 (204 s and 289 s of
-        # training); at 160 px 0.790 after 240 steps, at 128 px 0.752. 200 steps (02/03/04 at
-        # 0.818/0.819/0.832) made `make course` take 29.9 min (lab/laptop_accuracy); 3 steps a
-        # timing window and 07's 20 steps keep the lessons' notebooks short too (08 keeps 40:
-        # fewer leave its one-device run without a validation)
+        # 192 px, 240 steps at lr 2e-3: on the JPEG photos, on 2 AMD EPYC cores, notebook 02
+        # ended at hard Dice 0.775 after 160 steps and 0.806 after 240 (115 s and 146 s of
+        # papermill time), 03 at 0.808 after 240 (lab/laptop_steps_jpeg); 3 steps a timing
+        # window and 07's 20 steps keep the lessons' notebooks short too (08 keeps 40: fewer
+        # leave its one-device run without a validation)
         name="cpu", accelerator="cpu", num_images=400, photo_side=512, image_size=192, batch_size=8,
-        max_steps=160, encoder="tu-efficientnet_lite0", num_workers=2, precision="32-true",
+        max_steps=240, encoder="tu-efficientnet_lite0", num_workers=2, precision="32-true",
         lr=2e-3, bench_repeats=3, bench_steps=3, finetune_steps=20, finetune_image_size=128,
         finetune_lr=3e-4, curve_folds=1, finetune_keep_statistics=True,
         # the model to keep: 160 steps at 192 px, lr 1e-3, 3 folds (4 runs) fit 10 minutes for
