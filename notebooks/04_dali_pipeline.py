@@ -513,9 +513,10 @@ if HAVE_DALI:
 # its own *shard*: `shard_id = global_rank`, `num_shards = world_size`. All ranks shuffle with
 # the same seed, so each epoch's global order is cut into disjoint pieces. Three shards of
 # the validation set, as three ranks would read them, compared by the names of the files each
-# batch came from (`sample_ids=True`). Not by their pixels: the mixed decoder shares each
-# batch between the hardware decoder and nvJPEG's CUDA one, so a photo's decoded bytes can
-# depend on the batch it was in.
+# batch came from (`sample_ids=True`). Not by their pixels: on an H200 the shards' decoded
+# photos did not all match the same photos decoded in the whole set's batches. The mixed
+# decoder splits each batch between the hardware decoder and nvJPEG's CUDA decoder, which is
+# the likely cause (not measured here).
 
 # %%
 def validation_loader(batch_size=cfg.batch_size, **extra) -> DALILoader:
