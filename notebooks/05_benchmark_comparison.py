@@ -300,11 +300,13 @@ print(f"median {timed['img_s']:.1f}, min–max {timed['img_s_min']:.1f}–{timed
 # ## The loader alone
 #
 # `measure_loader` drives a loader through the clock: each batch is moved to the device as
-# Lightning moves it and, when the pipeline augments on the device, augmented there. Two
+# Lightning moves it and, when the pipeline augments on the device, augmented there. Three
 # details matter. A `DataLoader` with workers has `num_workers × prefetch_factor` batches
 # ready before the clock starts, and timing those would measure a buffer, not the workers;
-# so they are added to the warm-up. And a measurement may need more batches than one epoch
-# holds, so the loader is started again, as training does at each epoch.
+# so they are added to the warm-up. Its `W` workers also start together and deliver their
+# batches in bursts, one each; batch `k + W` comes from the worker that made batch `k`, so a
+# window of whole rounds of `W` batches times each worker once a batch, where a shorter one
+# could time a burst.
 
 # %%
 #| export measure.timing
@@ -317,6 +319,18 @@ def prefetched_batches(loader) -> int:
     return workers * (getattr(loader, "prefetch_factor", None) or 0)
 
 
+def window_steps(loader, steps: int) -> int:
+    """``steps`` rounded up to whole rounds of a ``DataLoader``'s workers."""
+    workers = getattr(loader, "num_workers", 0) or 0
+    return -(-steps // workers) * workers if workers else steps
+
+
+# %% [markdown]
+# And a measurement may need more batches than one epoch holds, so the loader is started
+# again, as training does at each epoch:
+
+# %%
+#| export measure.timing
 def endless(loader: Iterable[dict]) -> Iterator[dict]:
     """The loader's batches epoch after epoch (a new iterator each epoch, as in training)."""
     while True:
@@ -340,6 +354,7 @@ def to_device(batch, device: torch.device) -> dict:
 def measure_loader(loader: Iterable[dict], device: torch.device, warmup: int, steps: int,
                    repeats: int, augmentation: torch.nn.Module | None = None) -> dict:
     """Images/s of the loader alone: each batch moved to ``device`` (and augmented there)."""
+    steps = window_steps(loader, steps)
     clock = WindowClock(device, warmup + prefetched_batches(loader), steps, repeats)
     batches = endless(loader)
     try:
@@ -436,6 +451,7 @@ def measure_training(loader: Iterable[dict], profile: Profile, warmup: int, step
     """Images/s of full training steps on ``loader`` (``Trainer.fit`` of a fresh model, seed 0),
     on ``profile.device``. ``make_model(encoder=, lr=, max_steps=, gpu_augmentation=)`` builds
     the model (notebook 07 passes a faster one)."""
+    steps = window_steps(loader, steps)
     clock = WindowClock(profile.device, warmup + prefetched_batches(loader), steps, repeats)
     torch.manual_seed(0)
     model = make_model(encoder=profile.encoder, lr=profile.lr, max_steps=1,

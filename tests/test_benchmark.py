@@ -116,6 +116,30 @@ def test_loader_measurement_applies_the_augmentation_on_the_device():
     assert len(result["repeats"]) == 3 and all(r > 0 for r in result["repeats"])
 
 
+class BurstyLoader:
+    """Four workers' batches as a DataLoader delivers them: all four at once, every 0.2 s."""
+
+    num_workers, prefetch_factor, period = 4, 1, 0.2
+
+    def __iter__(self):
+        import time
+
+        for index in range(64):
+            if index % self.num_workers == 0:
+                time.sleep(self.period)
+            yield {"image": torch.zeros(BATCH, 3, 2, 2, dtype=torch.uint8),
+                   "label": torch.zeros(BATCH, 1, 2, 2, dtype=torch.uint8)}
+
+
+def test_loader_windows_span_whole_rounds_of_workers():
+    assert [timing.window_steps(BurstyLoader(), steps) for steps in (1, 4, 5)] == [4, 4, 8]
+    assert timing.window_steps(loader(), 5) == 5  # no workers: the steps asked for
+    # Two batches a window would time half a burst (about 0 s); whole rounds time the rate.
+    result = timing.measure_loader(BurstyLoader(), torch.device("cpu"), warmup=1, steps=2, repeats=3)
+    rate = BurstyLoader.num_workers * BATCH / BurstyLoader.period
+    assert result["batches_per_repeat"] == 4 and result["img_s"] == pytest.approx(rate, rel=0.25)
+
+
 def test_resident_batches_cycle_copies_of_the_first_batches():
     bound = timing.resident_batches(loader(), torch.device("cpu"), count=2)
     assert len(bound) == len(loader()) == 3 and len(bound.batches) == 2

@@ -96,6 +96,12 @@ def prefetched_batches(loader) -> int:
     return workers * (getattr(loader, "prefetch_factor", None) or 0)
 
 
+def window_steps(loader, steps: int) -> int:
+    """``steps`` rounded up to whole rounds of a ``DataLoader``'s workers."""
+    workers = getattr(loader, "num_workers", 0) or 0
+    return -(-steps // workers) * workers if workers else steps
+
+
 def endless(loader: Iterable[dict]) -> Iterator[dict]:
     """The loader's batches epoch after epoch (a new iterator each epoch, as in training)."""
     while True:
@@ -119,6 +125,7 @@ def to_device(batch, device: torch.device) -> dict:
 def measure_loader(loader: Iterable[dict], device: torch.device, warmup: int, steps: int,
                    repeats: int, augmentation: torch.nn.Module | None = None) -> dict:
     """Images/s of the loader alone: each batch moved to ``device`` (and augmented there)."""
+    steps = window_steps(loader, steps)
     clock = WindowClock(device, warmup + prefetched_batches(loader), steps, repeats)
     batches = endless(loader)
     try:
@@ -186,6 +193,7 @@ def measure_training(loader: Iterable[dict], profile: Profile, warmup: int, step
     """Images/s of full training steps on ``loader`` (``Trainer.fit`` of a fresh model, seed 0),
     on ``profile.device``. ``make_model(encoder=, lr=, max_steps=, gpu_augmentation=)`` builds
     the model (notebook 07 passes a faster one)."""
+    steps = window_steps(loader, steps)
     clock = WindowClock(profile.device, warmup + prefetched_batches(loader), steps, repeats)
     torch.manual_seed(0)
     model = make_model(encoder=profile.encoder, lr=profile.lr, max_steps=1,
