@@ -356,10 +356,12 @@ print(inspect.getsource(LitNailSegmentation.on_after_batch_transfer))
 #
 # A photo the way a user brings it needs three things on the way. The header's EXIF
 # orientation says how to turn the stored pixels upright (a phone stores a portrait photo on
-# its side); the decoder does not do it on the GPU, so `upright` does. nvJPEG decodes baseline
-# and progressive JPEGs in colour or gray, but not CMYK: those, and PNGs, are decoded in the
-# worker with the course's reader (`read_rgb`, upright already). And the labels are
-# preparation's PNGs, already upright, decoded in the worker: one channel, a few kilobytes.
+# its side); the decoder does not do it on the GPU, so `upright` does. The GPU's hardware
+# decoder takes a batch of baseline JPEGs in colour or gray; torchvision decodes a progressive
+# one alone, its Huffman stage on the main process's CPU thread, in series with training, and
+# CMYK not at all. So progressive and CMYK JPEGs, and PNGs, are decoded in the worker with the
+# course's reader (`read_rgb`, upright already). And the labels are preparation's PNGs,
+# already upright, decoded in the worker: one channel, a few kilobytes.
 #
 # One more thing the workers must get right: how an item leaves them. A DataLoader worker
 # hands every *tensor* to the main process as a shared-memory file descriptor, and a batch of
@@ -369,20 +371,19 @@ print(inspect.getsource(LitNailSegmentation.on_after_batch_transfer))
 
 # %%
 #| export pipelines.kornia_pipeline
+import functools
+
 import numpy as np
 from torch.utils.data import Dataset
 from torchvision.io import ImageReadMode, decode_jpeg
 
-from nailseg_common.core.errors import DataError
-from nailseg_common.data.images import read_header, read_rgb
+from nailseg_common.data.images import name_undecodable, read_header, read_rgb
 from nailseg_common.data.preparation import read_label
-
-DEVICE_DECODES = ("RGB", "L")  # JPEG colour modes nvJPEG decodes; CMYK is decoded on the CPU
 
 
 class EncodedPhotos(Dataset):
     """The pairs of ``frame``: each photo's bytes and EXIF orientation when the device decodes
-    it (a colour or gray JPEG), else its pixels decoded here; its label ``H×W`` uint8. All as
+    it (a baseline colour or gray JPEG), else its pixels decoded here; its label ``H×W`` uint8. All as
     NumPy arrays, which leave a worker pickled (a tensor would take a file descriptor each)."""
 
     def __init__(self, frame):
@@ -394,7 +395,7 @@ class EncodedPhotos(Dataset):
     def __getitem__(self, index: int) -> dict:
         path, header = self.images[index], read_header(self.images[index])
         item = {"file": path, "label": read_label(self.labels[index])}
-        if header.format == "JPEG" and header.mode in DEVICE_DECODES:
+        if header.format == "JPEG" and header.mode in ("RGB", "L") and not header.progressive:
             return {**item, "data": np.fromfile(path, dtype=np.uint8), "orientation": header.orientation}
         return {**item, "pixels": read_rgb(path)}
 
@@ -404,44 +405,31 @@ class EncodedPhotos(Dataset):
 # both. `decode_on` decodes the batch's JPEGs in one call, turns each photo upright and resizes
 # photo and label to the training side, bilinear and nearest on the photo's pixel grid, as
 # notebook 02's `A.Resize` does. The photos differ in size, so they are resized one by one;
-# then they are one `B×3×S×S` uint8 batch of the batch contract. A file the decoder refuses is
-# named. One line guards against a bug of torchvision's CUDA decoder (pytorch/vision#9606):
-# nvJPEG writes on a stream of its own, into memory that kernels still queued on ours may be
-# reading, and on an H200 that turned the training loss into NaN from the first steps. Waiting
-# for our stream first costs the overlap of this decode with the step before it.
+# then they are one `B×3×S×S` uint8 batch of the batch contract. When the decoder refuses
+# the batch, the package's `name_undecodable` decodes its photos one by one to name the file.
 
 # %%
 #| export pipelines.kornia_pipeline
-TURNS = {1: lambda t: t, 2: lambda t: t.flip(-1), 3: lambda t: t.flip(-1, -2),
-         4: lambda t: t.flip(-2), 5: lambda t: t.transpose(-1, -2),
-         6: lambda t: t.transpose(-1, -2).flip(-1), 7: lambda t: t.transpose(-1, -2).flip(-1, -2),
-         8: lambda t: t.transpose(-1, -2).flip(-2)}
+FLIPS = {2: (-1,), 3: (-1, -2), 4: (-2,), 6: (-1,), 7: (-1, -2), 8: (-2,)}  # after 5-8's transpose
 
 
 def upright(image: torch.Tensor, orientation: int) -> torch.Tensor:
     """``C×H×W`` pixels as stored, turned as their EXIF ``orientation`` says."""
-    return TURNS.get(orientation, TURNS[1])(image)
+    image = image.transpose(-1, -2) if orientation in (5, 6, 7, 8) else image
+    return image.flip(FLIPS[orientation]) if orientation in FLIPS else image
 
 
 def _decode_jpegs(items: list[dict], device: torch.device) -> list[torch.Tensor]:
     data = [torch.from_numpy(item["data"]) for item in items]
-    if data and device.type == "cuda":  # nvJPEG must not write into blocks queued kernels read
-        torch.cuda.current_stream(device).synchronize()
     try:
         return decode_jpeg(data, mode=ImageReadMode.RGB, device=device) if data else []
     except RuntimeError:
-        for item, one in zip(items, data):  # find the photo it refused, to name it
-            try:
-                decode_jpeg(one, mode=ImageReadMode.RGB, device=device)
-            except RuntimeError as error:
-                raise DataError(f"Cannot decode photo {item['file']!r} ({error}): re-save it as "
-                                "a JPEG or PNG, or remove it with its mask.") from None
+        name_undecodable([item["file"] for item in items],
+                         lambda i: decode_jpeg(data[i], mode=ImageReadMode.RGB, device=device))
         raise
 
 
-def decode_on(items: list[dict], image_size: int, device: torch.device) -> dict[str, torch.Tensor]:
-    """A list of :class:`EncodedPhotos` items as one batch on ``device``: ``image``
-    ``B×3×S×S`` and ``label`` ``B×1×S×S``, both uint8, photos upright."""
+def _decode_batch(items: list[dict], image_size: int, device: torch.device) -> dict[str, torch.Tensor]:
     decoded = iter(_decode_jpegs([item for item in items if "data" in item], device))
     size, images, labels = (image_size, image_size), [], []
     for item in items:
@@ -455,6 +443,38 @@ def decode_on(items: list[dict], image_size: int, device: torch.device) -> dict[
 
 
 # %% [markdown]
+# On a GPU, `decode_on` runs all that on a CUDA stream of its own, for a bug of torchvision's
+# CUDA decoder (pytorch/vision#9606): nvJPEG writes on yet another stream, into memory that
+# kernels still queued on the caller's stream may be reading; on an H200 that turned the
+# training loss into NaN from the first steps. Our stream holds only the last batch's
+# decoding, so waiting for it costs next to nothing, and the decode overlaps the step the GPU
+# is still running. The training stream then waits for the batch (`wait_stream`), and
+# `record_stream` keeps the batch's memory from being reused before training has read it.
+
+# %%
+#| export pipelines.kornia_pipeline
+@functools.cache
+def decode_stream(device: torch.device) -> torch.cuda.Stream:
+    """The CUDA stream ``device`` decodes on, one per device."""
+    return torch.cuda.Stream(device)
+
+
+def decode_on(items: list[dict], image_size: int, device: torch.device) -> dict[str, torch.Tensor]:
+    """A list of :class:`EncodedPhotos` items as one batch on ``device``: ``image``
+    ``B×3×S×S`` and ``label`` ``B×1×S×S``, both uint8, photos upright."""
+    if device.type != "cuda":
+        return _decode_batch(items, image_size, device)
+    stream, training = decode_stream(device), torch.cuda.current_stream(device)
+    stream.synchronize()  # nvJPEG must not write into blocks our queued kernels still read
+    with torch.cuda.stream(stream):
+        batch = _decode_batch(items, image_size, device)
+    training.wait_stream(stream)
+    for tensor in batch.values():
+        tensor.record_stream(training)
+    return batch
+
+
+# %% [markdown]
 # `EncodedBatch` is that batch: the DataLoader's `collate_fn` makes one of each batch's items,
 # and its `.to(device)` is `decode_on`. Any loop that moves batches with `.to` (Lightning's,
 # the benchmark's) then decodes on the device without knowing it. The DataModule around it is
@@ -464,8 +484,6 @@ def decode_on(items: list[dict], image_size: int, device: torch.device) -> dict[
 
 # %%
 #| export pipelines.kornia_pipeline
-import functools
-
 import pytorch_lightning as pl
 from torch.utils.data import DataLoader
 
@@ -612,7 +630,6 @@ if run_logs.BASELINE_LABEL in table.index:
 
 # %%
 def timed(datamodule, implementation: str) -> TrainingSpeed:
-    """TrainingSpeed of the model with Kornia: a warm-up and `bench_repeats` timed epochs."""
     speed = TrainingSpeed()
     model = LitNailSegmentation(cfg.encoder, cfg.lr, cfg.max_steps,
                                 gpu_augmentation=KorniaAugmentation(implementation=implementation))
@@ -623,12 +640,6 @@ def timed(datamodule, implementation: str) -> TrainingSpeed:
     return speed
 
 
-def rate(speed: TrainingSpeed) -> dict:
-    """Median training images/s over the timed epochs (the first left out), their range and count."""
-    rates = speed.rates()
-    return {"img/s": speed.images_per_second(), "min": min(rates), "max": max(rates), "epochs": len(rates)}
-
-
 # %%
 cost = cache_cost(data, cfg.image_size)
 images, labels = load_cache(data, cfg.image_size, "train")
@@ -637,13 +648,12 @@ resident = [{"image": i.to(device), "label": m.to(device)}
             for i, m in zip(images.split(cfg.batch_size)[:count], labels.split(cfg.batch_size)[:count])]
 bound = bound_images_per_second(cfg, lambda: LitNailSegmentation(cfg.encoder, cfg.lr, cfg.max_steps),
                                 resident, cfg.bench_steps * (cfg.bench_repeats + 1))
-on_gpu = device.type == "cuda"
 speeds = {"0 · decoded in CPU workers, Kornia sequential":
           timed(NailDataModule(data, cfg, augment=False), "sequential"),
           "1 · + fused Kornia (no host syncs)": timed(NailDataModule(data, cfg, augment=False), "fused"),
           f"2 · + decoded on the {device.type.upper()}: the training run above": kornia_speed,
           "decode once, ahead: the uint8 cache": timed(CachedNailDataModule(data, cfg), "fused")}
-gap = pd.DataFrame.from_dict({name: rate(speed) for name, speed in speeds.items()}, orient="index")
+gap = pd.DataFrame.from_dict({name: speed.summary() for name, speed in speeds.items()}, orient="index")
 gap["share of bound"] = gap["img/s"] / bound
 print(f"bound: {bound:.1f} training images/s ({len(resident)} resident batches of {cfg.batch_size})")
 print(f"the cache: {cost.cache_mb:.0f} MB on disk beside {cost.photos_mb:.0f} MB of photos, "

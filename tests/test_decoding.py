@@ -289,22 +289,24 @@ def test_photos_go_to_the_decoder_that_reads_them(location):
     for split in SPLITS:
         for item in EncodedPhotos(read_split(location, split)):
             name = name_of(item["file"])
-            fmt, mode, _, orientation = PHOTOS[name]
+            fmt, mode, progressive, orientation = PHOTOS[name]
             header = read_header(item["file"])
-            assert (header.format, header.mode, header.orientation) == (fmt, mode, orientation)
+            assert header == (fmt, mode, orientation, progressive)
             # arrays, not tensors: a worker hands each tensor over as a file descriptor
             assert isinstance(item["label"], np.ndarray)
             assert item["label"].dtype == np.uint8 and item["label"].ndim == 2
-            if fmt == "JPEG" and mode in ("RGB", "L"):  # the device decodes them (nvJPEG)
+            if fmt == "JPEG" and mode in ("RGB", "L") and not progressive:  # nvJPEG's batch
                 assert "data" in item and "pixels" not in item, name
                 assert isinstance(item["data"], np.ndarray) and item["data"].dtype == np.uint8
                 assert item["orientation"] == orientation
-            else:  # CMYK JPEGs and PNGs: decoded in the worker, upright
+            else:  # progressive and CMYK JPEGs, PNGs: decoded in the worker, upright
                 assert "pixels" in item and "data" not in item, name
                 assert item["pixels"].shape[2] == 3
                 assert item["pixels"].shape[:2] == item["label"].shape
-            seen.add((fmt, mode))
-    assert seen == {("JPEG", "RGB"), ("JPEG", "L"), ("JPEG", "CMYK"), ("PNG", "RGB")}
+            seen.add((fmt, mode, progressive, "data" in item))
+    assert seen >= {("JPEG", "RGB", False, True), ("JPEG", "RGB", True, False),
+                    ("JPEG", "L", False, True), ("JPEG", "L", True, False),
+                    ("JPEG", "CMYK", False, False), ("PNG", "RGB", False, False)}
 
 
 @pytest.mark.parametrize("kind", ["L", "CMYK", "progressive"])

@@ -48,7 +48,7 @@ import os
 import re
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -188,11 +188,13 @@ def _decode(path: str | os.PathLike, what: str) -> tuple[Image.Image, str | None
 
 class Header(NamedTuple):
     """What a file's header says: its format (``"JPEG"``, ``"PNG"``...), colour mode
-    (``"RGB"``, ``"L"``, ``"CMYK"``...) and EXIF orientation (1: as stored)."""
+    (``"RGB"``, ``"L"``, ``"CMYK"``...), EXIF orientation (1: as stored) and whether it is
+    a progressive JPEG."""
 
     format: str
     mode: str
     orientation: int
+    progressive: bool
 
 
 def read_header(path: str | os.PathLike, what: str = "Image") -> Header:
@@ -202,7 +204,8 @@ def read_header(path: str | os.PathLike, what: str = "Image") -> Header:
         exif = Image.Exif()
         with _exif_checked(path, what):
             exif.load(image.info.get("exif", b""))
-        return Header(image.format or "", image.mode, int(exif.get(ORIENTATION, 1)))
+        return Header(image.format or "", image.mode, int(exif.get(ORIENTATION, 1)),
+                      bool(image.info.get("progressive")))
 
 
 def refuse_deep_photos(paths) -> None:
@@ -216,6 +219,17 @@ def refuse_deep_photos(paths) -> None:
                         "to 8 bits (ImageMagick: mogrify -depth 8 FILE), or train with notebook "
                         "02's or 03's pipeline, which read them by the bits they use: "
                         + ", ".join(deep[:5]) + (" ..." if len(deep) > 5 else ""))
+
+
+def name_undecodable(files: list[str], decode: Callable[[int], object]) -> None:
+    """After a decoder refused a batch: a :class:`DataError` naming the first of ``files``
+    that ``decode(index)`` refuses alone (a ``RuntimeError``); returns if none does."""
+    for index, file in enumerate(files):
+        try:
+            decode(index)
+        except RuntimeError as error:
+            raise DataError(f"Cannot decode photo {file!r} ({error}): re-save it as a JPEG or "
+                            "PNG, or remove it with its mask.") from None
 
 
 def exif_orientation(path: str | os.PathLike, what: str = "Image") -> int:

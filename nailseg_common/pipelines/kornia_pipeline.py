@@ -16,8 +16,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 from torchvision.io import ImageReadMode, decode_jpeg
 
-from nailseg_common.core.errors import DataError
-from nailseg_common.data.images import read_header, read_rgb
+from nailseg_common.data.images import name_undecodable, read_header, read_rgb
 from nailseg_common.data.preparation import SPLITS, read_label, read_split
 from nailseg_common.pipelines.policy import POLICY, PolicyOp, to_unit_float
 from nailseg_common.setup.paths import DataLocation
@@ -174,12 +173,9 @@ class KorniaAugmentation(nn.Module):
         return _fused_photometric(image, self.policy, u, generator), label
 
 
-DEVICE_DECODES = ("RGB", "L")  # JPEG colour modes nvJPEG decodes; CMYK is decoded on the CPU
-
-
 class EncodedPhotos(Dataset):
     """The pairs of ``frame``: each photo's bytes and EXIF orientation when the device decodes
-    it (a colour or gray JPEG), else its pixels decoded here; its label ``H×W`` uint8. All as
+    it (a baseline colour or gray JPEG), else its pixels decoded here; its label ``H×W`` uint8. All as
     NumPy arrays, which leave a worker pickled (a tensor would take a file descriptor each)."""
 
     def __init__(self, frame):
@@ -191,41 +187,31 @@ class EncodedPhotos(Dataset):
     def __getitem__(self, index: int) -> dict:
         path, header = self.images[index], read_header(self.images[index])
         item = {"file": path, "label": read_label(self.labels[index])}
-        if header.format == "JPEG" and header.mode in DEVICE_DECODES:
+        if header.format == "JPEG" and header.mode in ("RGB", "L") and not header.progressive:
             return {**item, "data": np.fromfile(path, dtype=np.uint8), "orientation": header.orientation}
         return {**item, "pixels": read_rgb(path)}
 
 
-TURNS = {1: lambda t: t, 2: lambda t: t.flip(-1), 3: lambda t: t.flip(-1, -2),
-         4: lambda t: t.flip(-2), 5: lambda t: t.transpose(-1, -2),
-         6: lambda t: t.transpose(-1, -2).flip(-1), 7: lambda t: t.transpose(-1, -2).flip(-1, -2),
-         8: lambda t: t.transpose(-1, -2).flip(-2)}
+FLIPS = {2: (-1,), 3: (-1, -2), 4: (-2,), 6: (-1,), 7: (-1, -2), 8: (-2,)}  # after 5-8's transpose
 
 
 def upright(image: torch.Tensor, orientation: int) -> torch.Tensor:
     """``C×H×W`` pixels as stored, turned as their EXIF ``orientation`` says."""
-    return TURNS.get(orientation, TURNS[1])(image)
+    image = image.transpose(-1, -2) if orientation in (5, 6, 7, 8) else image
+    return image.flip(FLIPS[orientation]) if orientation in FLIPS else image
 
 
 def _decode_jpegs(items: list[dict], device: torch.device) -> list[torch.Tensor]:
     data = [torch.from_numpy(item["data"]) for item in items]
-    if data and device.type == "cuda":  # nvJPEG must not write into blocks queued kernels read
-        torch.cuda.current_stream(device).synchronize()
     try:
         return decode_jpeg(data, mode=ImageReadMode.RGB, device=device) if data else []
     except RuntimeError:
-        for item, one in zip(items, data):  # find the photo it refused, to name it
-            try:
-                decode_jpeg(one, mode=ImageReadMode.RGB, device=device)
-            except RuntimeError as error:
-                raise DataError(f"Cannot decode photo {item['file']!r} ({error}): re-save it as "
-                                "a JPEG or PNG, or remove it with its mask.") from None
+        name_undecodable([item["file"] for item in items],
+                         lambda i: decode_jpeg(data[i], mode=ImageReadMode.RGB, device=device))
         raise
 
 
-def decode_on(items: list[dict], image_size: int, device: torch.device) -> dict[str, torch.Tensor]:
-    """A list of :class:`EncodedPhotos` items as one batch on ``device``: ``image``
-    ``B×3×S×S`` and ``label`` ``B×1×S×S``, both uint8, photos upright."""
+def _decode_batch(items: list[dict], image_size: int, device: torch.device) -> dict[str, torch.Tensor]:
     decoded = iter(_decode_jpegs([item for item in items if "data" in item], device))
     size, images, labels = (image_size, image_size), [], []
     for item in items:
@@ -236,6 +222,27 @@ def decode_on(items: list[dict], image_size: int, device: torch.device) -> dict[
         label = torch.from_numpy(item["label"]).to(device)[None, None].float()
         labels.append(F.interpolate(label, size=size, mode="nearest-exact").to(torch.uint8))
     return {"image": torch.cat(images), "label": torch.cat(labels)}
+
+
+@functools.cache
+def decode_stream(device: torch.device) -> torch.cuda.Stream:
+    """The CUDA stream ``device`` decodes on, one per device."""
+    return torch.cuda.Stream(device)
+
+
+def decode_on(items: list[dict], image_size: int, device: torch.device) -> dict[str, torch.Tensor]:
+    """A list of :class:`EncodedPhotos` items as one batch on ``device``: ``image``
+    ``B×3×S×S`` and ``label`` ``B×1×S×S``, both uint8, photos upright."""
+    if device.type != "cuda":
+        return _decode_batch(items, image_size, device)
+    stream, training = decode_stream(device), torch.cuda.current_stream(device)
+    stream.synchronize()  # nvJPEG must not write into blocks our queued kernels still read
+    with torch.cuda.stream(stream):
+        batch = _decode_batch(items, image_size, device)
+    training.wait_stream(stream)
+    for tensor in batch.values():
+        tensor.record_stream(training)
+    return batch
 
 
 class EncodedBatch:

@@ -63,6 +63,11 @@ class EpochRates:
     def images_per_second(self) -> float:
         return statistics.median(self.rates())
 
+    def summary(self) -> dict:
+        """The median rate (``img/s``), the rates' ``min`` and ``max``, and their count (``epochs``)."""
+        rates = self.rates()
+        return {"img/s": self.images_per_second(), "min": min(rates), "max": max(rates), "epochs": len(rates)}
+
     def ratio_to(self, bound: float) -> tuple[float, float]:
         """``images_per_second() / bound`` and its spread: the rates' ``mean_spread`` relative
         to their median (``bound``, one measurement, counts as exact); inf for one timed epoch."""
