@@ -57,15 +57,7 @@ def test_published_notebook_ran_on_its_gpu_without_errors(pair, request):
 
 # Published copies older than their source, because the machine their run needs was not
 # lent; published/README.md says which run they are and why. Each entry is a debt.
-AWAITING_RERUN: dict[str, str] = {
-    "01_data_preparation.ipynb": "decodes the JPEG photos in every pipeline since its last GPU run: re-run on the H200 (the re-publish issue)",
-    "02_lightning_baseline.ipynb": "decodes the JPEG photos in every pipeline since its last GPU run: re-run on the H200 (the re-publish issue)",
-    "03_kornia_gpu_augmentation.ipynb": "decodes the JPEG photos in every pipeline since its last GPU run: re-run on the H200 (the re-publish issue)",
-    "04_dali_pipeline.ipynb": "decodes the JPEG photos in every pipeline since its last GPU run: re-run on the H200 (the re-publish issue)",
-    "05_benchmark_comparison.ipynb": "decodes the JPEG photos in every pipeline since its last GPU run: re-run on the H200 (the re-publish issue)",
-    "06_your_own_photos.ipynb": "decodes the JPEG photos in every pipeline since its last GPU run: re-run on the H200 (the re-publish issue)",
-    "07_time_to_accuracy.ipynb": "decodes the JPEG photos in every pipeline since its last GPU run: re-run on the H200 (the re-publish issue)",
-}
+AWAITING_RERUN: dict[str, str] = {}
 
 
 def test_published_code_is_the_code_of_the_notebook(pair, request):
