@@ -359,9 +359,11 @@ print(inspect.getsource(LitNailSegmentation.on_after_batch_transfer))
 # its side); the decoder does not do it on the GPU, so `upright` does. The GPU's hardware
 # decoder takes a batch of baseline JPEGs in colour or gray; torchvision decodes a progressive
 # one alone, its Huffman stage on the main process's CPU thread, in series with training, and
-# CMYK not at all. So progressive and CMYK JPEGs, and PNGs, are decoded in the worker with the
-# course's reader (`read_rgb`, upright already). And the labels are preparation's PNGs,
-# already upright, decoded in the worker: one channel, a few kilobytes.
+# CMYK not at all. So progressive and CMYK JPEGs, and PNGs, are decoded in the worker, upright,
+# and resized there to the training side, as the decode-once cache does it (`resized_pair`).
+# And the labels are preparation's PNGs, already upright, decoded and resized in the worker
+# (`resized_label`, nearest on the pixel grid). At the photo's size they would be most of a
+# batch's bytes, and the main process receives every batch alone.
 #
 # One more thing the workers must get right: how an item leaves them. A DataLoader worker
 # hands every *tensor* to the main process as a shared-memory file descriptor, and a batch of
@@ -377,36 +379,40 @@ import numpy as np
 from torch.utils.data import Dataset
 from torchvision.io import ImageReadMode, decode_jpeg
 
-from nailseg_common.data.images import name_undecodable, read_header, read_rgb
-from nailseg_common.data.preparation import read_label
+from nailseg_common.data.decoded import resized_label, resized_pair
+from nailseg_common.data.images import name_undecodable, read_header
 
 
 class EncodedPhotos(Dataset):
-    """The pairs of ``frame``: each photo's bytes and EXIF orientation when the device decodes
-    it (a baseline colour or gray JPEG), else its pixels decoded here; its label ``H×W`` uint8. All as
-    NumPy arrays, which leave a worker pickled (a tensor would take a file descriptor each)."""
+    """The pairs of ``frame`` at side ``S`` as uint8 NumPy arrays (a tensor would leave a worker
+    as a file descriptor): a baseline colour or gray JPEG's bytes and EXIF orientation, else
+    the photo decoded here, ``3×S×S``; the label ``S×S``."""
 
-    def __init__(self, frame):
+    def __init__(self, frame, image_size: int):
         self.images, self.labels = frame["image"].tolist(), frame["label"].tolist()
+        self.image_size = image_size
 
     def __len__(self) -> int:
         return len(self.images)
 
     def __getitem__(self, index: int) -> dict:
-        path, header = self.images[index], read_header(self.images[index])
-        item = {"file": path, "label": read_label(self.labels[index])}
-        if header.format == "JPEG" and header.mode in ("RGB", "L") and not header.progressive:
-            return {**item, "data": np.fromfile(path, dtype=np.uint8), "orientation": header.orientation}
-        return {**item, "pixels": read_rgb(path)}
+        path, label, side = self.images[index], self.labels[index], self.image_size
+        header = read_header(path)
+        if header.format != "JPEG" or header.mode not in ("RGB", "L") or header.progressive:
+            pixels, label = resized_pair(path, label, side)  # decoded here
+            return {"file": path, "pixels": pixels, "label": label}
+        return {"file": path, "label": resized_label(label, side), "data": np.fromfile(path, np.uint8),
+                "orientation": header.orientation}
 
 
 # %% [markdown]
 # The EXIF orientations are eight ways to lay the stored pixels down: a flip, a transpose, or
 # both. `decode_on` decodes the batch's JPEGs in one call, turns each photo upright and resizes
-# photo and label to the training side, bilinear and nearest on the photo's pixel grid, as
-# notebook 02's `A.Resize` does. The photos differ in size, so they are resized one by one;
-# then they are one `B×3×S×S` uint8 batch of the batch contract. When the decoder refuses
-# the batch, the package's `name_undecodable` decodes its photos one by one to name the file.
+# it to the training side, bilinear on the photo's pixel grid, as notebook 02's `A.Resize` and
+# the workers do. The photos differ in size, so they are resized one by one; then they are one
+# `B×3×S×S` uint8 batch of the batch contract, and the labels are copied in one piece. When
+# the decoder refuses the batch, the package's `name_undecodable` decodes its photos one by
+# one to name the file.
 
 # %%
 #| export pipelines.kornia_pipeline
@@ -429,17 +435,17 @@ def _decode_jpegs(items: list[dict], device: torch.device) -> list[torch.Tensor]
         raise
 
 
+def _resized(image: torch.Tensor, size: int) -> torch.Tensor:
+    image = F.interpolate(image[None].float(), size=(size, size), mode="bilinear", align_corners=False)
+    return image[0].round_().clamp_(0, 255).to(torch.uint8)
+
+
 def _decode_batch(items: list[dict], image_size: int, device: torch.device) -> dict[str, torch.Tensor]:
     decoded = iter(_decode_jpegs([item for item in items if "data" in item], device))
-    size, images, labels = (image_size, image_size), [], []
-    for item in items:
-        image = (upright(next(decoded), item["orientation"]) if "data" in item
-                 else torch.from_numpy(item["pixels"]).permute(2, 0, 1).to(device))
-        image = F.interpolate(image[None].float(), size=size, mode="bilinear", align_corners=False)
-        images.append(image.round_().clamp_(0, 255).to(torch.uint8))
-        label = torch.from_numpy(item["label"]).to(device)[None, None].float()
-        labels.append(F.interpolate(label, size=size, mode="nearest-exact").to(torch.uint8))
-    return {"image": torch.cat(images), "label": torch.cat(labels)}
+    images = [torch.from_numpy(item["pixels"]).to(device) if "pixels" in item  # resized in the worker
+              else _resized(upright(next(decoded), item["orientation"]), image_size) for item in items]
+    labels = torch.from_numpy(np.stack([item["label"] for item in items]))[:, None]
+    return {"image": torch.stack(images), "label": labels.to(device)}
 
 
 # %% [markdown]
@@ -454,8 +460,7 @@ def _decode_batch(items: list[dict], image_size: int, device: torch.device) -> d
 # %%
 #| export pipelines.kornia_pipeline
 @functools.cache
-def decode_stream(device: torch.device) -> torch.cuda.Stream:
-    """The CUDA stream ``device`` decodes on, one per device."""
+def decode_stream(device: torch.device) -> torch.cuda.Stream:  # one per device
     return torch.cuda.Stream(device)
 
 
@@ -516,7 +521,8 @@ class DeviceDecodedNailDataModule(pl.LightningDataModule):
         self.num_workers = profile.num_workers if num_workers is None else num_workers
 
     def setup(self, stage: str | None = None) -> None:
-        self.photos = {split: EncodedPhotos(read_split(self.location, split)) for split in SPLITS}
+        self.photos = {split: EncodedPhotos(read_split(self.location, split), self.profile.image_size)
+                       for split in SPLITS}
 
     def _loader(self, split: str, train: bool) -> DataLoader:
         collate = functools.partial(EncodedBatch, image_size=self.profile.image_size)
@@ -642,10 +648,7 @@ def timed(datamodule, implementation: str) -> TrainingSpeed:
 
 # %%
 cost = cache_cost(data, cfg.image_size)
-images, labels = load_cache(data, cfg.image_size, "train")
-count = min(4, len(images) // cfg.batch_size)  # full batches already on the device
-resident = [{"image": i.to(device), "label": m.to(device)}
-            for i, m in zip(images.split(cfg.batch_size)[:count], labels.split(cfg.batch_size)[:count])]
+resident = [batch.to(device) for batch, _ in zip(photos.train_dataloader(), range(4))]  # on the device
 bound = bound_images_per_second(cfg, lambda: LitNailSegmentation(cfg.encoder, cfg.lr, cfg.max_steps),
                                 resident, cfg.bench_steps * (cfg.bench_repeats + 1))
 speeds = {"0 · decoded in CPU workers, Kornia sequential":

@@ -287,22 +287,21 @@ def test_upright_turns_as_pillow_does_for_every_orientation(orientation):
 def test_photos_go_to_the_decoder_that_reads_them(location):
     seen = set()
     for split in SPLITS:
-        for item in EncodedPhotos(read_split(location, split)):
+        for item in EncodedPhotos(read_split(location, split), SIZE):
             name = name_of(item["file"])
             fmt, mode, progressive, orientation = PHOTOS[name]
             header = read_header(item["file"])
             assert header == (fmt, mode, orientation, progressive)
             # arrays, not tensors: a worker hands each tensor over as a file descriptor
-            assert isinstance(item["label"], np.ndarray)
-            assert item["label"].dtype == np.uint8 and item["label"].ndim == 2
+            assert isinstance(item["label"], np.ndarray)  # resized in the worker
+            assert item["label"].dtype == np.uint8 and item["label"].shape == (SIZE, SIZE)
             if fmt == "JPEG" and mode in ("RGB", "L") and not progressive:  # nvJPEG's batch
                 assert "data" in item and "pixels" not in item, name
                 assert isinstance(item["data"], np.ndarray) and item["data"].dtype == np.uint8
                 assert item["orientation"] == orientation
             else:  # progressive and CMYK JPEGs, PNGs: decoded in the worker, upright
                 assert "pixels" in item and "data" not in item, name
-                assert item["pixels"].shape[2] == 3
-                assert item["pixels"].shape[:2] == item["label"].shape
+                assert item["pixels"].shape == (3, SIZE, SIZE) and item["pixels"].dtype == np.uint8
             seen.add((fmt, mode, progressive, "data" in item))
     assert seen >= {("JPEG", "RGB", False, True), ("JPEG", "RGB", True, False),
                     ("JPEG", "L", False, True), ("JPEG", "L", True, False),
@@ -361,7 +360,7 @@ def test_an_unreadable_jpeg_is_named_by_preparation(tmp_path, damage):
 
 def test_a_photo_the_decoder_refuses_is_named(location):
     frame = read_split(location, "valid")
-    items = [item for item in EncodedPhotos(frame) if "data" in item]
+    items = [item for item in EncodedPhotos(frame, SIZE) if "data" in item]
     good = items[0]
     broken = {**good, "file": "/photos/Images/1/broken.jpg",
               "data": np.frombuffer(b"garbage, not a JPEG" * 8, dtype=np.uint8)}

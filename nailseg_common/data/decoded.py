@@ -36,12 +36,17 @@ def cache_dir(location: DataLocation, image_size: int) -> Path:
     return location.prepared / f"cache_{image_size}"
 
 
+def resized_label(label_file: str, image_size: int) -> np.ndarray:
+    """A prepared label resized to ``image_size²`` (nearest, on the pixel grid): ``SxS``."""
+    size = (image_size, image_size)
+    return cv2.resize(read_label(label_file), size, interpolation=cv2.INTER_NEAREST_EXACT)
+
+
 def resized_pair(image_file: str, label_file: str, image_size: int) -> tuple[np.ndarray, np.ndarray]:
     """One photo (decoded, upright) and its label resized to ``image_size²``: ``3xSxS``, ``SxS``."""
     size = (image_size, image_size)
     image = cv2.resize(read_rgb(image_file), size, interpolation=cv2.INTER_LINEAR)
-    label = cv2.resize(read_label(label_file), size, interpolation=cv2.INTER_NEAREST_EXACT)
-    return image.transpose(2, 0, 1), label
+    return image.transpose(2, 0, 1), resized_label(label_file, image_size)
 
 
 def _write_split(location: DataLocation, split: str, image_size: int, folder: Path) -> None:

@@ -16,8 +16,9 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 from torchvision.io import ImageReadMode, decode_jpeg
 
-from nailseg_common.data.images import name_undecodable, read_header, read_rgb
-from nailseg_common.data.preparation import SPLITS, read_label, read_split
+from nailseg_common.data.decoded import resized_label, resized_pair
+from nailseg_common.data.images import name_undecodable, read_header
+from nailseg_common.data.preparation import SPLITS, read_split
 from nailseg_common.pipelines.policy import POLICY, PolicyOp, to_unit_float
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import Profile
@@ -174,22 +175,25 @@ class KorniaAugmentation(nn.Module):
 
 
 class EncodedPhotos(Dataset):
-    """The pairs of ``frame``: each photo's bytes and EXIF orientation when the device decodes
-    it (a baseline colour or gray JPEG), else its pixels decoded here; its label ``H×W`` uint8. All as
-    NumPy arrays, which leave a worker pickled (a tensor would take a file descriptor each)."""
+    """The pairs of ``frame`` at side ``S`` as uint8 NumPy arrays (a tensor would leave a worker
+    as a file descriptor): a baseline colour or gray JPEG's bytes and EXIF orientation, else
+    the photo decoded here, ``3×S×S``; the label ``S×S``."""
 
-    def __init__(self, frame):
+    def __init__(self, frame, image_size: int):
         self.images, self.labels = frame["image"].tolist(), frame["label"].tolist()
+        self.image_size = image_size
 
     def __len__(self) -> int:
         return len(self.images)
 
     def __getitem__(self, index: int) -> dict:
-        path, header = self.images[index], read_header(self.images[index])
-        item = {"file": path, "label": read_label(self.labels[index])}
-        if header.format == "JPEG" and header.mode in ("RGB", "L") and not header.progressive:
-            return {**item, "data": np.fromfile(path, dtype=np.uint8), "orientation": header.orientation}
-        return {**item, "pixels": read_rgb(path)}
+        path, label, side = self.images[index], self.labels[index], self.image_size
+        header = read_header(path)
+        if header.format != "JPEG" or header.mode not in ("RGB", "L") or header.progressive:
+            pixels, label = resized_pair(path, label, side)  # decoded here
+            return {"file": path, "pixels": pixels, "label": label}
+        return {"file": path, "label": resized_label(label, side), "data": np.fromfile(path, np.uint8),
+                "orientation": header.orientation}
 
 
 FLIPS = {2: (-1,), 3: (-1, -2), 4: (-2,), 6: (-1,), 7: (-1, -2), 8: (-2,)}  # after 5-8's transpose
@@ -211,22 +215,21 @@ def _decode_jpegs(items: list[dict], device: torch.device) -> list[torch.Tensor]
         raise
 
 
+def _resized(image: torch.Tensor, size: int) -> torch.Tensor:
+    image = F.interpolate(image[None].float(), size=(size, size), mode="bilinear", align_corners=False)
+    return image[0].round_().clamp_(0, 255).to(torch.uint8)
+
+
 def _decode_batch(items: list[dict], image_size: int, device: torch.device) -> dict[str, torch.Tensor]:
     decoded = iter(_decode_jpegs([item for item in items if "data" in item], device))
-    size, images, labels = (image_size, image_size), [], []
-    for item in items:
-        image = (upright(next(decoded), item["orientation"]) if "data" in item
-                 else torch.from_numpy(item["pixels"]).permute(2, 0, 1).to(device))
-        image = F.interpolate(image[None].float(), size=size, mode="bilinear", align_corners=False)
-        images.append(image.round_().clamp_(0, 255).to(torch.uint8))
-        label = torch.from_numpy(item["label"]).to(device)[None, None].float()
-        labels.append(F.interpolate(label, size=size, mode="nearest-exact").to(torch.uint8))
-    return {"image": torch.cat(images), "label": torch.cat(labels)}
+    images = [torch.from_numpy(item["pixels"]).to(device) if "pixels" in item  # resized in the worker
+              else _resized(upright(next(decoded), item["orientation"]), image_size) for item in items]
+    labels = torch.from_numpy(np.stack([item["label"] for item in items]))[:, None]
+    return {"image": torch.stack(images), "label": labels.to(device)}
 
 
 @functools.cache
-def decode_stream(device: torch.device) -> torch.cuda.Stream:
-    """The CUDA stream ``device`` decodes on, one per device."""
+def decode_stream(device: torch.device) -> torch.cuda.Stream:  # one per device
     return torch.cuda.Stream(device)
 
 
@@ -269,7 +272,8 @@ class DeviceDecodedNailDataModule(pl.LightningDataModule):
         self.num_workers = profile.num_workers if num_workers is None else num_workers
 
     def setup(self, stage: str | None = None) -> None:
-        self.photos = {split: EncodedPhotos(read_split(self.location, split)) for split in SPLITS}
+        self.photos = {split: EncodedPhotos(read_split(self.location, split), self.profile.image_size)
+                       for split in SPLITS}
 
     def _loader(self, split: str, train: bool) -> DataLoader:
         collate = functools.partial(EncodedBatch, image_size=self.profile.image_size)
