@@ -668,7 +668,9 @@ outline.round(3)
 # (in `nailseg_common.measure.benchmark`) does both with notebook 05's timing functions.
 # Notebook 05 measured DALI against 02's step; does it keep up with this faster one? Kornia and
 # Albumentations fall behind by design, the lessons of notebooks 03 and 05. The dots are the ratios to 02's
-# step from notebook 05's committed run.
+# step from notebook 05's committed run. A pipeline keeps up when its whole interval lies
+# within a tenth of the bound (above 0.9); a few windows give a wide interval, and then the
+# cell says it cannot tell rather than call it either way.
 
 # %%
 if run_pipelines:
@@ -682,9 +684,10 @@ if run_pipelines:
     plt.show()
     for pipeline, row in table.iterrows():
         verdict = Verdict(f"{pipeline} ÷ the faster bound", row["ratio to bound"], 1.0, row["±"], "same process")
-        keeps = "keeps up" if verdict.outcome != "missed" else "falls behind (the profile below says why)"
-        print(f"{verdict}: {keeps}" if pipeline == "dali" else f"lesson, {pipeline}: "
-              f"{verdict.value:.3f} ± {verdict.spread:.3f} of the faster bound, {keeps}")
+        low = verdict.value - verdict.spread  # keeping up: the whole interval within a tenth of the bound
+        keeps = ("falls behind" if verdict.outcome == "missed" else "keeps up" if low >= 0.9
+                 else f"cannot tell from {pipeline_windows} windows (its interval reaches {low:.2f})")
+        print(f"{pipeline}: {verdict.value:.3f} ± {verdict.spread:.3f} of the faster bound, {keeps}")
 
 # %% [markdown]
 # The lesson of the course about input pipelines: "fast enough" is relative to the step.

@@ -1,5 +1,6 @@
 """The package's layers import only downward (the order is ``nailseg_common.LAYERS``); tools
-sit above the package; each lab folder is a record that imports nothing of another or of tools."""
+sit above the package; each lab folder is a record that imports nothing of another or of
+tools, and nothing that has moved."""
 
 import ast
 from pathlib import Path
@@ -80,4 +81,57 @@ def test_a_lab_folder_imports_no_other_folder_and_no_tools(folder):
             parts = module.split(".")
             if parts[0] == "tools" or (parts[0] == "lab" and parts[1:2] not in ([folder], [])):
                 found.append(f"{path.relative_to(ROOT)} imports {module}")
+    assert found == []
+
+
+def repository_module(module: str) -> Path | None:
+    """The file of a module of this repository (``a.b``: ``a/b.py`` or ``a/b/__init__.py``)."""
+    base = ROOT.joinpath(*module.split("."))
+    return next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.exists()), None)
+
+
+def defined_names(path: Path) -> set[str]:
+    """Every name ``path`` defines or imports, at any depth."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return names
+
+
+def missing_imports(path: Path) -> list[str]:
+    """The course modules and names ``path`` imports that do not exist."""
+    missing = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            missing += [alias.name for alias in node.names if alias.name.split(".")[0]
+                        in ("nailseg_common", "lab") and repository_module(alias.name) is None]
+        elif (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+              and node.module.split(".")[0] in ("nailseg_common", "lab")):
+            if (file := repository_module(node.module)) is None:
+                missing.append(node.module)
+                continue
+            names = defined_names(file)
+            missing += [f"{node.module}.{alias.name}" for alias in node.names if alias.name not in names
+                        and repository_module(f"{node.module}.{alias.name}") is None]
+    return missing
+
+
+def test_a_missing_import_is_caught(tmp_path):
+    script = tmp_path / "record.py"
+    script.write_text("from nailseg_common.core.errors import DataError, Gone\nimport nailseg_common.moved\n")
+    assert sorted(missing_imports(script)) == ["nailseg_common.core.errors.Gone", "nailseg_common.moved"]
+
+
+@pytest.mark.parametrize("folder", sorted({p.parent.name for p in (ROOT / "lab").glob("*/*.py")}))
+def test_a_lab_record_imports_only_what_exists(folder):
+    """A frozen record runs at today's code, or leaves its script to git history (its README
+    names the commit): it never keeps an import of something that has moved."""
+    found = [f"{p.relative_to(ROOT)}: {m}" for p in (ROOT / "lab" / folder).rglob("*.py")
+             for m in missing_imports(p)]
     assert found == []
