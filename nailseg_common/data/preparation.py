@@ -584,8 +584,9 @@ def fit_batch_to_split(profile: Profile, location: DataLocation) -> Profile:
     train_size = len(read_split(location, "train"))
     batch = min(profile.batch_size, max(1, train_size // MIN_STEPS_PER_EPOCH))
     if batch != profile.batch_size:
+        full = train_size // profile.batch_size
         print(f"batch size {profile.batch_size} -> {batch}: {train_size} training images would "
-              f"give {train_size // profile.batch_size} full batch(es) per epoch")
+              f"give {full} full batch{'' if full == 1 else 'es'} per epoch")
     return dataclasses.replace(profile, batch_size=batch)
 
 

@@ -114,7 +114,7 @@ def _generate(root: Path, num_images: int, seed: int, style: str, photo_side: in
             (staging / "Images" / str(kind)).mkdir(parents=True)
             (staging / "Masks" / str(kind)).mkdir(parents=True)
         write = functools.partial(_write_sample, staging, seed, style, photo_side)
-        description = f"Generating synthetic nails ({style}, {processes} processes)"
+        description = f"Generating synthetic nails ({style}, {processes} process{'es' if processes > 1 else ''})"
         if processes == 1:
             for index in progress_bar(range(num_images), description, enabled=progress):
                 write(index)

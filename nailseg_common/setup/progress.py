@@ -1,7 +1,8 @@
 """Progress of a loop in a few lines: a notebook keeps every update as an output.
 
-:func:`progress` is a text bar on stdout that refreshes every ``REFRESH_SECONDS``, so a
-minute of work leaves a handful of lines, not thousands of fragments (and no stderr box).
+:func:`progress` is a text bar on stdout that first shows after ``REFRESH_SECONDS`` and then
+refreshes every ``REFRESH_SECONDS``, so a minute of work leaves a handful of lines, not
+thousands of fragments (and no stderr box), and a loop shorter than that leaves none.
 A Lightning training's lines: :mod:`nailseg_common.training.progress_lines`.
 """
 
@@ -25,7 +26,8 @@ def progress(iterable: Iterable, description: str, total: int | None = None,
     """
     bar = tqdm(total=total if total is not None else getattr(iterable, "__len__", lambda: None)(),
                desc=description, disable=not enabled, file=sys.stdout,
-               mininterval=REFRESH_SECONDS, maxinterval=REFRESH_SECONDS, ascii=True)
+               mininterval=REFRESH_SECONDS, maxinterval=REFRESH_SECONDS, delay=REFRESH_SECONDS,
+               ascii=True)
     return _counted(iterable, bar)
 
 
