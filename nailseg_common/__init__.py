@@ -21,6 +21,9 @@ import warnings
 
 # Albumentations checks PyPI for updates on import; the course runs offline.
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
+# torch.profiler's tracer (Kineto) writes its start and stop, and on a machine without a GPU
+# "gpuGetDeviceCount failed", to stderr at every profile; the profiles' tables say the rest.
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
 # Library notices a reader can do nothing about, filtered once for every module and notebook.
 for message in (

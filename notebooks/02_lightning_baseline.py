@@ -647,8 +647,8 @@ def make_trainer(profile: Profile, run_name: str, **overrides) -> pl.Trainer:
 # there are several; `images_per_second()` is their median, `ratio_to(bound)` divides it by
 # a bound (below), with its spread, and `report(bound, name)` prints all of it in one line.
 # **Throughout the course `x ± s` means one thing: `x - s` to `x + s` is a 95 % interval,
-# computed from repeats with Student's t for their count** (here the epochs' rates; the
-# bound is one measurement, taken as exact). With hundreds of photos `s` is about twice the
+# computed from repeats with Student's t for their count** (here the epochs' rates, the
+# bound's among them). With hundreds of photos `s` is about twice the
 # standard error; with three timing windows it is 4.3 times it, with two 12.7 times. Repeated seeds are shown as a median and a range instead.
 
 # %%
@@ -682,18 +682,19 @@ class TrainingSpeed(run_logs.EpochRates, Callback):
 
 # %% [markdown]
 # A speed means little on its own: is it the model's limit or the input pipeline's? The
-# **bound** answers that. `bound_images_per_second` runs the same training step, on a fresh
-# model from `make_model()`, over a few batches that are already on the device, so the
-# input costs nothing; `TrainingSpeed` times it the same way, over `steps` steps in about
-# five epochs. The last section of the notebook divides one by the other.
+# **bound** answers that. `bound_speed` runs the same training step, on a fresh model from
+# `make_model()`, over a few batches that are already on the device, so the input costs
+# nothing; `TrainingSpeed` times it the same way, over `steps` steps in about five epochs,
+# and those epochs are the bound's repeats. The last section of the notebook divides one
+# by the other.
 
 # %%
 #| export training.trainer
 from torch.utils.data import DataLoader
 
 
-def bound_images_per_second(profile: Profile, make_model, batches: list[dict], steps: int) -> float:
-    """Training images/s of ``make_model()`` on ``batches`` already on the device."""
+def bound_speed(profile: Profile, make_model, batches: list[dict], steps: int) -> TrainingSpeed:
+    """The :class:`TrainingSpeed` of ``make_model()`` on ``batches`` already on the device."""
     per_epoch = max(1, steps // 5)
     speed = TrainingSpeed()
     trainer = make_trainer(dataclasses.replace(profile, max_steps=steps), "bound",
@@ -701,7 +702,7 @@ def bound_images_per_second(profile: Profile, make_model, batches: list[dict], s
                            enable_progress_bar=False, limit_train_batches=per_epoch, limit_val_batches=0)
     loader = DataLoader([batches[i % len(batches)] for i in range(per_epoch)], batch_size=None)
     trainer.fit(make_model(), loader, loader)  # limit_val_batches=0: no validation runs
-    return speed.images_per_second()
+    return speed
 
 
 # %% [markdown]
@@ -828,18 +829,18 @@ plt.show()
 # runs the current step, so a timer around the steps sees little waiting even when the
 # workers cannot keep up: the steps simply come less often. A wait share reads about the
 # same for a pipeline that holds the GPU to two thirds of its speed as for one that keeps up
-# with it; a rate compared with the bound tells them apart. `bound_images_per_second` runs a
+# with it; a rate compared with the bound tells them apart. `bound_speed` runs a
 # fresh model for a few hundred steps at most on a GPU (a few on a CPU).
 
 # %%
 on_device = [{key: value.to(cfg.device) for key, value in b.items()} for b in first_batches]
-bound = bound_images_per_second(cfg, lambda: LitNailSegmentation(cfg.encoder, cfg.lr, cfg.max_steps),
+bound = bound_speed(cfg, lambda: LitNailSegmentation(cfg.encoder, cfg.lr, cfg.max_steps),
                                 on_device, steps=200 if cfg.device.type == "cuda" else 4)
 print(speed.report(bound, "Albumentations"))  # the ratio to the bound and its spread
 
 # %% [markdown]
-# Read the ratio (`ratio r ± s`); its spread is the 95 % interval from the epochs' rates,
-# relative to their median (the bound is measured once). On a CPU the model itself is slow, but the workers compete with it for
+# Read the ratio (`ratio r ± s`); its spread is the 95 % interval from the epochs' rates of
+# both runs, the training's and the bound's. On a CPU the model itself is slow, but the workers compete with it for
 # the same few cores, so the ratio says as much about the machine as about the pipeline (and
 # in the `smoke` profile, with its two steps, it says nothing). On a GPU the step shrinks
 # while the CPU's cost per image stays, so whatever the workers cannot deliver shows as a

@@ -71,7 +71,7 @@ from nailseg_common.pipelines.albumentations_pipeline import NailDataModule
 from nailseg_common.pipelines.cached_pipeline import CachedNailDataModule
 from nailseg_common.pipelines.gallery import gallery_panels, policy_table
 from nailseg_common.training import run_logs
-from nailseg_common.training.trainer import TrainingSpeed, bound_images_per_second, make_trainer
+from nailseg_common.training.trainer import TrainingSpeed, bound_speed, make_trainer
 from nailseg_common.training.unet import LitNailSegmentation
 
 # %% tags=["parameters"]
@@ -649,7 +649,7 @@ def timed(datamodule, implementation: str) -> TrainingSpeed:
 # %%
 cost = cache_cost(data, cfg.image_size)
 resident = [batch.to(device) for batch, _ in zip(photos.train_dataloader(), range(4))]  # on the device
-bound = bound_images_per_second(cfg, lambda: LitNailSegmentation(cfg.encoder, cfg.lr, cfg.max_steps),
+bound = bound_speed(cfg, lambda: LitNailSegmentation(cfg.encoder, cfg.lr, cfg.max_steps),
                                 resident, cfg.bench_steps * (cfg.bench_repeats + 1))
 speeds = {"0 · decoded in CPU workers, Kornia sequential":
           timed(NailDataModule(data, cfg, augment=False), "sequential"),
@@ -657,8 +657,8 @@ speeds = {"0 · decoded in CPU workers, Kornia sequential":
           f"2 · + decoded on the {device.type.upper()}: the training run above": kornia_speed,
           "decode once, ahead: the uint8 cache": timed(CachedNailDataModule(data, cfg), "fused")}
 gap = pd.DataFrame.from_dict({name: speed.summary() for name, speed in speeds.items()}, orient="index")
-gap["share of bound"] = gap["img/s"] / bound
-print(f"bound: {bound:.1f} training images/s ({len(resident)} resident batches of {cfg.batch_size})")
+gap["share of bound"] = gap["img/s"] / bound.images_per_second()
+print(f"bound: {bound.images_per_second():.1f} training images/s ({len(resident)} resident batches)")
 print(f"the cache: {cost.cache_mb:.0f} MB on disk beside {cost.photos_mb:.0f} MB of photos, "
       f"built in {cost.build_seconds:.1f} s on {cost.build_cores} cores")
 gap.round(2)

@@ -71,7 +71,7 @@ from nailseg_common.measure import benchmark, plots
 from nailseg_common.pipelines.gallery import fingerprints, policy_table
 from nailseg_common.setup.dali import where_dali_runs
 from nailseg_common.training import run_logs
-from nailseg_common.training.trainer import TrainingSpeed, bound_images_per_second, make_trainer
+from nailseg_common.training.trainer import TrainingSpeed, bound_speed, make_trainer
 from nailseg_common.training.unet import LitNailSegmentation, per_image_dice
 
 # %% tags=["parameters"]
@@ -597,9 +597,9 @@ class DALINailDataModule(pl.LightningDataModule):
 # normalises on the device), and so is the Trainer: `make_trainer` logs each epoch's metrics
 # and wall time under `runs/<profile>/04_dali/`. This is the notebook's one training run,
 # `max_steps` optimizer steps, with notebook 02's instrument: `TrainingSpeed` measures the
-# training images/s, and `bound_images_per_second` the same step on a few batches already on
-# the device (no loading at all). Their ratio says how much of the bound DALI leaves; its
-# spread is the range of the epochs' rates (the bound is one measurement, counted as exact).
+# training images/s, and `bound_speed` the same step on a few batches already on the device
+# (no loading at all). Their ratio says how much of the bound DALI leaves; its spread is the
+# 95 % interval from both runs' epochs.
 # Notebook 05 judges the pipelines against each other with repeated windows in one run.
 #
 # Accuracy is judged by the course's target from notebook 02: the model's per-image hard
@@ -615,7 +615,7 @@ if HAVE_DALI:
     dali_metrics, dali_dice = run_logs.read_metrics(trainer), model.val_dice_per_image
     print(run_logs.outline_verdict(dali_dice, torch.cat([b["label"].cpu() for b in valid_loader]), cfg.device))
     resident = [{k: v.to(cfg.device) for k, v in b.items()} for b, _ in zip(train_loader, range(4))]
-    bound = bound_images_per_second(
+    bound = bound_speed(
         cfg, lambda: LitNailSegmentation(cfg.encoder, cfg.lr, cfg.max_steps), resident, 5 * cfg.bench_steps)
     print(speed.report(bound, f"DALI, {trainer.global_step} steps"))
 
@@ -623,10 +623,10 @@ if HAVE_DALI:
 # On a GPU the DALI pipeline runs on its own CUDA stream, `prefetch_queue_depth` batches
 # ahead of the training loop, so the step only waits when the pipeline is slower than the
 # model. In CPU-only mode DALI's threads and the model share the same cores, and the ratio
-# tells that story instead. A ratio above 1 would not mean DALI beat the bound: the bound
-# is one short measurement (five epochs of a few steps), counted as exact, and from run to
-# run it moves more than the epochs' spread says. Notebook 05 measures both sides in
-# repeated windows and judges DALI with the spread of both.
+# tells that story instead. A ratio above 1 would not mean DALI beat the bound: the bound is
+# a short measurement (five epochs of a few steps), and between runs on one machine it moves
+# more than its epochs' spread says. Notebook 05 measures both sides in repeated windows,
+# before and after the pipelines, and judges DALI against that.
 #
 # ### A mistake of the original series: the default last-batch policy in validation
 #

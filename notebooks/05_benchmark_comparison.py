@@ -35,7 +35,7 @@
 # them runs the other way out, decoding once ahead of time (notebook 03's uint8 cache).
 # Each of them was judged with notebook 02's instrument: the training images per second
 # (`TrainingSpeed`, one reading per epoch) over the **bound**, the same training step fed
-# with batches already on the device (`bound_images_per_second`): the step with an input
+# with batches already on the device (`bound_speed`): the step with an input
 # pipeline that costs nothing. This notebook takes that instrument apart and builds it out
 # into a benchmark: fixed windows of batches instead of epochs, a warm-up, a synchronised
 # clock, several repeats with their median and spread, the loader alone beside the training

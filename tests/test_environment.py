@@ -62,3 +62,19 @@ def test_environment_yml_repeats_no_pin_differently():
         match = re.fullmatch(r"([A-Za-z0-9_.\-]+)\s*=?=\s*([\w.]+)", entry)
         if match and match[1].lower() not in ("python", "pip"):
             assert pins().get(match[1].lower()) == match[2], f"environment.yml: {entry} drifts"
+
+
+def test_a_profile_leaves_stderr_clean():
+    """torch.profiler's tracer prints its start, stop and a missing GPU to stderr unless the
+    package quiets it (07 and 08 profile a step in view)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}  # as a fresh shell has it
+    script = ("import nailseg_common, torch\n"
+              "from torch.profiler import profile\n"
+              "with profile():\n    torch.ones(4) @ torch.ones(4)\n")
+    run = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert run.returncode == 0 and "profiler_start" not in run.stderr and "ERROR" not in run.stderr

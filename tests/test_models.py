@@ -17,7 +17,7 @@ from nailseg_common.training import trainer as trainer_module
 from nailseg_common.training.run_logs import read_metrics
 from nailseg_common.training.trainer import (
     TrainingSpeed,
-    bound_images_per_second,
+    bound_speed,
     make_trainer,
 )
 from nailseg_common.training.unet import (
@@ -156,10 +156,12 @@ def test_training_speed_without_epochs_says_how_to_use_it():
         TrainingSpeed().images_per_second()
 
 
-def test_bound_images_per_second_is_positive():
+def test_the_bound_is_timed_in_windows_that_carry_into_the_ratio():
     batches = [next(iter(loaders()[0]))]
-    bound = bound_images_per_second(PROFILE, lambda: LitNailSegmentation(ENCODER), batches, steps=3)
-    assert math.isfinite(bound) and bound > 0
+    bound = bound_speed(PROFILE, lambda: LitNailSegmentation(ENCODER), batches, steps=5)
+    assert len(bound.rates()) == 4 and all(math.isfinite(r) and r > 0 for r in bound.rates())
+    ratio, spread = bound.ratio_to(bound)
+    assert ratio == 1.0 and math.isfinite(spread) and spread > 0  # both sides' windows count
 
 
 def test_training_loss_is_lovasz_plus_cross_entropy_plus_soft_dice():

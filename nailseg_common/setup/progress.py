@@ -2,7 +2,7 @@
 
 :func:`progress` is a text bar on stdout that first shows after ``REFRESH_SECONDS`` and then
 refreshes every ``REFRESH_SECONDS``, so a minute of work leaves a handful of lines, not
-thousands of fragments (and no stderr box), and a loop shorter than that leaves none.
+thousands of fragments (and no stderr box), and a shorter loop one line, at its end.
 A Lightning training's lines: :mod:`nailseg_common.training.progress_lines`.
 """
 
@@ -41,4 +41,6 @@ def _counted(iterable: Iterable, bar: tqdm) -> Iterator:
                 raise
             bar.update(1)
     finally:
+        if bar.n and bar.last_print_n == 0:  # shorter than the delay: the bar once, at its end
+            print(bar, file=bar.fp, flush=True)
         bar.close()

@@ -26,7 +26,7 @@ import torch
 from pytorch_lightning.callbacks import Callback, ModelCheckpoint
 from pytorch_lightning.loggers import CSVLogger
 
-from nailseg_common.core.statistics import Verdict, difference_spread, mean_spread
+from nailseg_common.core.statistics import Verdict, difference_spread, mean_spread, ratio_spread
 from nailseg_common.setup.paths import runs_dir, shown
 from nailseg_common.setup.profiles import Profile
 from nailseg_common.training.progress_lines import ProgressLines, quiet_lightning
@@ -68,17 +68,18 @@ class EpochRates:
         rates = self.rates()
         return {"img/s": self.images_per_second(), "min": min(rates), "max": max(rates), "epochs": len(rates)}
 
-    def ratio_to(self, bound: float) -> tuple[float, float]:
-        """``images_per_second() / bound`` and its spread: the rates' ``mean_spread`` relative
-        to their median (``bound``, one measurement, counts as exact); inf for one timed epoch."""
-        rates, ratio = self.rates(), self.images_per_second() / bound
-        return ratio, ratio * mean_spread(rates) / statistics.median(rates)
+    def ratio_to(self, bound: EpochRates) -> tuple[float, float]:
+        """The median rate over ``bound``'s and the ratio's 95 % interval from both sides'
+        epochs (``ratio_spread``); inf when a side timed one epoch."""
+        return (self.images_per_second() / bound.images_per_second(),
+                ratio_spread(self.rates(), bound.rates()))
 
-    def report(self, bound: float, name: str) -> str:
+    def report(self, bound: EpochRates, name: str) -> str:
         """One line: the median rate, how many epochs, the bound, the ratio and its spread."""
         (ratio, spread), rates = self.ratio_to(bound), self.rates()
         return (f"{name}: {self.images_per_second():.1f} training images/s (median of {len(rates)} "
-                f"epoch(s)), bound {bound:.1f}: ratio {ratio:.2f} ± {spread:.2f}")
+                f"epochs), bound {bound.images_per_second():.1f} (median of {len(bound.rates())}): "
+                f"ratio {ratio:.2f} ± {spread:.2f}")
 
 
 def course_callbacks(profile: Profile, run_name: str,

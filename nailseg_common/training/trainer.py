@@ -48,8 +48,8 @@ class TrainingSpeed(run_logs.EpochRates, Callback):
     on_validation_start = on_train_epoch_end = stop  # closes a window still open (no loader length)
 
 
-def bound_images_per_second(profile: Profile, make_model, batches: list[dict], steps: int) -> float:
-    """Training images/s of ``make_model()`` on ``batches`` already on the device."""
+def bound_speed(profile: Profile, make_model, batches: list[dict], steps: int) -> TrainingSpeed:
+    """The :class:`TrainingSpeed` of ``make_model()`` on ``batches`` already on the device."""
     per_epoch = max(1, steps // 5)
     speed = TrainingSpeed()
     trainer = make_trainer(dataclasses.replace(profile, max_steps=steps), "bound",
@@ -57,4 +57,4 @@ def bound_images_per_second(profile: Profile, make_model, batches: list[dict], s
                            enable_progress_bar=False, limit_train_batches=per_epoch, limit_val_batches=0)
     loader = DataLoader([batches[i % len(batches)] for i in range(per_epoch)], batch_size=None)
     trainer.fit(make_model(), loader, loader)  # limit_val_batches=0: no validation runs
-    return speed.images_per_second()
+    return speed
