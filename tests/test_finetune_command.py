@@ -87,14 +87,14 @@ def test_the_scores_the_model_and_the_run_are_written_and_predict_takes_the_mode
     assert list(scores["image"]) == [f"Images/nail{index}.jpg" for index in range(6)]
     assert scores.drop(columns=["image", "type"]).apply(lambda c: c.between(0, 1)).all().all()
     summary = json.loads((out / SUMMARY).read_text())
-    assert summary["profile"] == "smoke" and summary["device"] == "cpu"
+    assert summary["profile"] == "smoke" and summary["device"].startswith("CPU only")
     assert summary["recipe"]["steps"] == 2 and summary["recipe"]["folds"] == 2
     assert summary["recipe"]["lr"] == 2e-3
     assert summary["recipe"]["image_size"] == 32 and summary["photos"] == 6
     assert summary["scores"]["fine-tuned"]["photos"] == 6
     assert summary["scores"]["fine-tuned"]["hard_dice"] == pytest.approx(
         scores["fine-tuned dice"].mean())
-    assert {"torch", "python"} <= summary["versions"].keys() and summary["date"]
+    assert "torch" in summary["versions"] and summary["python"] and summary["date"]  # provenance()
     assert torch.load(out / MODEL, weights_only=True)["image_size"] == 32
     assert not [path for path in out.iterdir() if path.name.startswith(".")]  # no staging left
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import hashlib
 import json
 from pathlib import Path
@@ -36,7 +35,7 @@ from nailseg_common.course import start
 from nailseg_common.data.decoded import load_cache
 from nailseg_common.data.preparation import ensure_prepared, read_split
 from nailseg_common.data.synthetic import GENERATOR_VERSION, STYLES, photos_or_standin
-from nailseg_common.setup.environment import device_description, library_versions
+from nailseg_common.setup.environment import provenance
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import Profile, select_profile
 from nailseg_common.training.checkpoints import (
@@ -168,9 +167,7 @@ def main(argv: list[str] | None = None) -> None:
     cfg, standin = start(args.profile, photos, finetune_steps=args.finetune_steps)
     held_out = read_split(standin, "valid")  # the stand-in's validation split: never trained on
     sizes, seeds = [int(size) for size in args.sizes.split(",")], list(range(args.seeds))
-    about = {"device": device_description(), "versions": library_versions(),
-             "date": datetime.date.today().isoformat(), "commit": args.commit,
-             "profile": cfg.name}
+    about = {**provenance(), "commit": args.commit, "profile": cfg.name}
     results = {**about, "standin": {"photos": args.photos, "held_out": len(held_out),
                                     "image_size": cfg.image_size, "batch_size": cfg.batch_size,
                                     "finetune_steps": cfg.finetune_steps, "seeds": seeds},

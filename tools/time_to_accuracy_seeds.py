@@ -20,7 +20,6 @@ batches) and writes the results file from every run in ``--runs``:
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import math
 import statistics
@@ -33,7 +32,7 @@ from nailseg_common.core.statistics import median_range
 from nailseg_common.data.preparation import ensure_prepared
 from nailseg_common.measure.benchmark import reuse, train_loader_of, training_datamodule
 from nailseg_common.measure.timing import measure_training, resident_batches
-from nailseg_common.setup.environment import device_description, library_versions
+from nailseg_common.setup.environment import provenance
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import Profile, select_profile, set_matmul_precision
 from nailseg_common.training.fast_training import (
@@ -115,8 +114,7 @@ def report(cfg: Profile, fast: Profile, runs: list[dict], step: dict, target_iou
                  "module's augmentations; DALI's shuffling order is the same for every seed), one "
                  "process alone on the GPU; compilation (compile_s, warm_up) apart. step_img_s: "
                  "the compiled step on resident batches, median of its windows."),
-        "command": command, "device": device_description(), "versions": library_versions(),
-        "date": datetime.date.today().isoformat(), "profile": cfg.name, "recipe": recipe,
+        "command": command, **provenance(), "profile": cfg.name, "recipe": recipe,
         "summary": summarise(runs, target_iou, target_s),
         "step_img_s": {"median": step["img_s"], "min": step["img_s_min"], "max": step["img_s_max"],
                        "windows": len(step["repeats"])},

@@ -33,11 +33,9 @@ import contextlib
 import dataclasses
 import io
 import os
-import platform
 import shutil
 import sys
 import warnings
-from datetime import UTC, datetime
 from pathlib import Path
 
 from nailseg_common.commands.command_line import (
@@ -78,7 +76,7 @@ with starting(__name__):  # Ctrl-C during these imports: one line (see command_l
         read_label,
     )
     from nailseg_common.pipelines.cached_pipeline import BatchSlices
-    from nailseg_common.setup.environment import device_description, library_versions
+    from nailseg_common.setup.environment import provenance
     from nailseg_common.setup.profiles import (
         PROFILES,
         Profile,
@@ -354,12 +352,9 @@ def fine_tune_photos(args: argparse.Namespace, argv: list[str]) -> int:
               "batch_size": cfg.batch_size, "steps": cfg.finetune_steps, "lr": cfg.finetune_lr,
               "keep_statistics": cfg.finetune_keep_statistics, "precision": cfg.precision,
               "folds": len(folds)}
-    run = {"command": ["nailseg-finetune", *argv],
-           "date": datetime.now(UTC).isoformat(timespec="seconds"),
+    run = {"command": ["nailseg-finetune", *argv], **provenance(),
            "photos_root": str(data.raw), "photos": len(frame), "profile": cfg.name,
-           "device": str(cfg.device), "machine": device_description(),
-           "recipe": recipe, **summary, "model_written": write_model,
-           "versions": {"python": platform.python_version(), **library_versions()}}
+           "recipe": recipe, **summary, "model_written": write_model}
     write_outputs(out, per_photo(tables, frame, data.raw), run,
                   model if write_model else None, cfg.image_size)
     if gained:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import gc
 import json
 import math
@@ -53,7 +52,7 @@ from nailseg_common.measure.timing import (
     summarize,
     without_validation_hint,
 )
-from nailseg_common.setup.environment import library_versions
+from nailseg_common.setup.environment import provenance
 from nailseg_common.setup.paths import REPO_ROOT, DataLocation
 from nailseg_common.setup.profiles import Profile
 from nailseg_common.training.trainer import make_trainer
@@ -350,13 +349,11 @@ def run_benchmark(profile: Profile, pipelines: list[Pipeline],
                     "cpu_util_pct": statistics.median([half["cpu_util_pct"] for half in halves])}
     results = {
         "schema": SCHEMA_VERSION,
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "device": _device_name(device),
+        **provenance(),
+        "device": _device_name(device),  # the device timed, by its short name
         "cuda": torch.version.cuda if device.type == "cuda" else None,
         "cpu_count": os.cpu_count(),
         "cpu": platform.processor() or platform.machine(),
-        "python": platform.python_version(),
-        "versions": library_versions(),
         "config": {"profile": profile.name, "image_size": profile.image_size,
                    "batch_size": profile.batch_size, "encoder": profile.encoder,
                    "precision": profile.precision, "lr": profile.lr, "num_images": profile.num_images,

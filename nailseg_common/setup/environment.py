@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+from datetime import UTC, datetime
 from importlib import metadata
 from typing import TYPE_CHECKING
 
@@ -39,6 +40,13 @@ def device_description() -> str:
     if torch.cuda.is_available():
         return f"GPU: {torch.cuda.get_device_name(0)} (CUDA {torch.version.cuda})"
     return f"CPU only: {platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+
+
+def provenance() -> dict:
+    """The head of every results file the course writes: when (UTC, to the second), on what
+    (:func:`device_description`), with which Python and which library versions."""
+    return {"date": datetime.now(UTC).isoformat(timespec="seconds"), "device": device_description(),
+            "python": platform.python_version(), "versions": library_versions()}
 
 
 def environment_report(profile: Profile | None = None) -> str:

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import platform
-from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
 
 from nailseg_common.core.files import write_json
-from nailseg_common.setup.environment import device_description, library_versions
+from nailseg_common.setup.environment import device_description, provenance
 from nailseg_common.setup.profiles import Profile
 
 
@@ -36,10 +34,7 @@ def device_names(profile: Profile, world_size: int) -> list[str]:
 
 def run_record(args: argparse.Namespace, profile: Profile, world_size: int) -> dict:
     """What every results file starts with: when, on what, with which settings."""
-    return {"date": datetime.now(UTC).isoformat(timespec="seconds"),
-            "devices": device_names(profile, world_size),
-            "world_size": world_size, "python": platform.python_version(),
-            "versions": library_versions(),
+    return {**provenance(), "devices": device_names(profile, world_size), "world_size": world_size,
             "config": {**vars(args), "profile": dataclasses.asdict(profile)}}
 
 
