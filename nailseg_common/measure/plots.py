@@ -22,7 +22,7 @@ COLUMN_INCHES = 7.2  # a 740 px column at 100 dpi, with room for tight bounding 
 MIN_FONT = 9
 
 
-def _subplots(*args, figsize=(6.4, 4.8), **kwargs):
+def column_subplots(*args, figsize=(6.4, 4.8), **kwargs):
     """``plt.subplots`` with ``figsize`` scaled down to at most ``COLUMN_INCHES`` wide."""
     width, height = figsize
     if width > COLUMN_INCHES:
@@ -53,7 +53,7 @@ def plot_benchmark_throughput(results: dict, ax=None):
 
     names = list(results["pipelines"])
     if ax is None:
-        _, ax = _subplots(figsize=(8, 2.0 + 0.5 * len(names)))
+        _, ax = column_subplots(figsize=(8, 2.0 + 0.5 * len(names)))
     y = np.arange(len(names))
     for offset, key, colour in ((-0.2, "loader", "tab:blue"), (0.2, "train", "tab:orange")):
         stats = [results["pipelines"][n][key] for n in names]
@@ -86,7 +86,7 @@ def plot_ratio_to_bound(results: dict, ax=None):
 
     names = list(results["pipelines"])
     if ax is None:
-        _, ax = _subplots(figsize=(8, 2.0 + 0.4 * len(names)))
+        _, ax = column_subplots(figsize=(8, 2.0 + 0.4 * len(names)))
     ratios = [results["pipelines"][n]["train_ratio_to_bound"] for n in names]
     bars = ax.barh(range(len(names)), ratios, color="tab:orange",
                    xerr=[ratio_to_bound_spread(results, n) for n in names], capsize=3)
@@ -110,7 +110,7 @@ def plot_ratio_to_bound(results: dict, ax=None):
 def plot_worker_scaling(results: dict, ax=None):
     """Albumentations images/s against CPU workers, with the GPU pipelines and the bound as lines."""
     if ax is None:
-        _, ax = _subplots(figsize=(6, 4))
+        _, ax = column_subplots(figsize=(6, 4))
     albu = sorted((p for p in results["pipelines"].values() if p["family"] == "albumentations"),
                   key=lambda p: p["num_workers"])
     workers = [p["num_workers"] for p in albu]
@@ -137,7 +137,7 @@ def plot_benchmark_sets(result_sets: dict, plot, **kwargs):
                          "results/benchmark_h200.json (python -m nailseg_common.measure.benchmark --profile gpu).")
     rows = max(len(results["pipelines"]) for results in result_sets.values())
     # one panel per row: two horizontal bar charts side by side leave no room for the names
-    fig, axes = _subplots(len(result_sets), 1, squeeze=False,
+    fig, axes = column_subplots(len(result_sets), 1, squeeze=False,
                           figsize=(COLUMN_INCHES, len(result_sets) * max(3.5, 2.7 + 0.45 * rows)))
     for ax, (name, results) in zip(axes[:, 0], result_sets.items()):
         plot(results, ax=ax, **kwargs)
@@ -161,7 +161,7 @@ def plot_samples_by_type(table, per_type: int = 4, seed: int = 0):
     from nailseg_common.data.preparation import read_label
 
     types = sorted(table["type"].unique())
-    fig, axes = _subplots(len(types), per_type, figsize=(2.6 * per_type, 2.3 * len(types)),
+    fig, axes = column_subplots(len(types), per_type, figsize=(2.6 * per_type, 2.3 * len(types)),
                              squeeze=False)
     rng = np.random.default_rng(seed)
     for row, kind in zip(axes, types):
@@ -184,7 +184,7 @@ def plot_samples_by_type(table, per_type: int = 4, seed: int = 0):
 
 def plot_synthetic_samples(samples):
     """Synthetic samples ``(type, image, mask)`` side by side, each image above its mask."""
-    fig, axes = _subplots(2, len(samples), figsize=(3 * len(samples), 5.5), squeeze=False)
+    fig, axes = column_subplots(2, len(samples), figsize=(3 * len(samples), 5.5), squeeze=False)
     for column, (kind, image, mask) in enumerate(samples):
         axes[0, column].imshow(image)
         axes[0, column].set_title(f"type {kind}: {image.shape[1]}x{image.shape[0]}", fontsize=9)
@@ -197,7 +197,7 @@ def plot_synthetic_samples(samples):
 
 def plot_image_sizes(table):
     """Width against height per type, and the spread of aspect ratios."""
-    fig, (left, right) = _subplots(1, 2, figsize=(10, 3.8))
+    fig, (left, right) = column_subplots(1, 2, figsize=(10, 3.8))
     types = sorted(table["type"].unique())
     for kind in types:
         part = table[table["type"] == kind]
@@ -221,7 +221,7 @@ def plot_nail_fraction(table, ax=None):
     import numpy as np
 
     if ax is None:
-        _, ax = _subplots(figsize=(6, 3.8))
+        _, ax = column_subplots(figsize=(6, 3.8))
     types = sorted(table["type"].unique())
     values = [100 * table[table["type"] == k]["nail_fraction"] for k in types]
     ax.boxplot(values, showfliers=False)
@@ -245,7 +245,7 @@ def plot_augmentation_gallery(panels: dict, max_images: int = 4):
     """
     names = list(panels)
     count = min(max_images, len(next(iter(panels.values()))[0]))
-    fig, axes = _subplots(count, len(names), figsize=(2.4 * len(names), 2.4 * count), squeeze=False)
+    fig, axes = column_subplots(count, len(names), figsize=(2.4 * len(names), 2.4 * count), squeeze=False)
     for column, name in enumerate(names):
         images, masks = panels[name]
         axes[0, column].set_title(name, fontsize=9)
@@ -263,7 +263,7 @@ def plot_share_of_bound(shares: dict, title: str, target: float | None = None, a
     """Horizontal bars: each pipeline's training rate as a share of the bound (1.0), top down
     in the order of ``shares`` (``{name: share}``), with an optional dotted target line."""
     if ax is None:
-        _, ax = _subplots(figsize=(7, 0.6 + 0.5 * len(shares)))
+        _, ax = column_subplots(figsize=(7, 0.6 + 0.5 * len(shares)))
     ax.barh(list(shares), list(shares.values()), color="tab:purple")
     ax.invert_yaxis()
     if target is not None:
@@ -284,7 +284,7 @@ def plot_training_curves(runs: dict, x: str = "epoch"):
     validation, dashed lines training; Dice and IoU are hard
     (threshold 0.5, per image, averaged).
     """
-    fig, axes = _subplots(2, 2, figsize=(COLUMN_INCHES, 6.4))  # two panels a row
+    fig, axes = column_subplots(2, 2, figsize=(COLUMN_INCHES, 6.4))  # two panels a row
     loss_ax, dice_ax, iou_ax, spare = axes.flat
     spare.axis("off")
     for index, (label, metrics) in enumerate(runs.items()):
@@ -310,7 +310,7 @@ def plot_learning_curve(curve, zero_shot: float | None = None):
     """Mean hard Dice against training photos, one line per start with its spread as bars
     (``curve``: columns ``start``, ``photos``, ``dice``, ``±``), and the zero-shot Dice as a
     dotted line when given."""
-    fig, ax = _subplots(figsize=(6, 3.8))
+    fig, ax = column_subplots(figsize=(6, 3.8))
     for index, (start, points) in enumerate(curve.sort_values("photos").groupby("start", sort=False)):
         ax.errorbar(points["photos"], points["dice"], yerr=points["±"], color=f"C{index}",
                     marker="o", capsize=3, label=start)
@@ -332,7 +332,7 @@ def plot_predictions(images, masks, probabilities, scores=None, max_images: int 
     ``masks`` and ``probabilities`` N×H×W; ``scores`` (e.g. per-image IoU) titles the columns.
     """
     count = min(max_images, len(images))
-    fig, axes = _subplots(2, count, figsize=(2.6 * count, 5.4), squeeze=False)
+    fig, axes = column_subplots(2, count, figsize=(2.6 * count, 5.4), squeeze=False)
     for column in range(count):
         top, bottom = axes[0, column], axes[1, column]
         top.imshow(images[column].clip(0, 1))
@@ -378,7 +378,7 @@ def plot_batch_predictions(batch: dict, logits, scores=None, max_images: int = 4
 def plot_overlays(paths, max_images: int = 4):
     """The first ``max_images`` overlay images of ``paths`` in a row, titled by file name."""
     count = max(1, min(max_images, len(paths)))
-    fig, axes = _subplots(1, count, figsize=(3.2 * count, 3.4), squeeze=False)
+    fig, axes = column_subplots(1, count, figsize=(3.2 * count, 3.4), squeeze=False)
     for ax, path in zip(axes[0], paths):
         ax.imshow(plt.imread(path))
         ax.set_title(Path(path).name, fontsize=MIN_FONT)
@@ -397,7 +397,7 @@ def plot_batch_gallery(batch: dict, max_images: int = 8, columns: int = 4, title
     images, labels = host(batch["image"])[:max_images], host(batch["label"])[:max_images]
     images = images.transpose(0, 2, 3, 1) / (255.0 if images.dtype.kind == "u" else 1.0)
     rows = -(-len(images) // columns)
-    fig, axes = _subplots(rows, columns, figsize=(2.4 * columns, 2.4 * rows), squeeze=False)
+    fig, axes = column_subplots(rows, columns, figsize=(2.4 * columns, 2.4 * rows), squeeze=False)
     for index, ax in enumerate(axes.flat):
         ax.set_axis_off()
         if index < len(images):
@@ -431,7 +431,7 @@ def ladder_table(rates: dict, peak_tflops: float | None = None) -> pd.DataFrame:
 def plot_step_ladder(steps, xlabel: str, ax=None):
     """Horizontal bars of a table with ``img/s``, ``min`` and ``max`` per row (median,
     min-max whiskers), the first row on top."""
-    ax = ax or _subplots(figsize=(8, 3))[1]
+    ax = ax or column_subplots(figsize=(8, 3))[1]
     ax.barh(steps.index[::-1], steps["img/s"][::-1], color="#4c72b0",
             xerr=[(steps["img/s"] - steps["min"])[::-1], (steps["max"] - steps["img/s"])[::-1]])
     ax.set_xlabel(xlabel)
@@ -444,7 +444,7 @@ def plot_iou_curves(runs: dict, level: float, budget_s: float | None = None, ax=
     """Hard IoU of every validation against seconds since the start of ``fit``; ``runs`` maps
     a label to a run's ``history`` (rows with ``seconds`` and ``val_iou``); a dashed line at
     the IoU ``level``, a dotted one at ``budget_s`` seconds if given."""
-    ax = ax or _subplots(figsize=(8, 4))[1]
+    ax = ax or column_subplots(figsize=(8, 4))[1]
     for label, history in runs.items():
         ax.plot([row["seconds"] for row in history], [row["val_iou"] for row in history],
                 marker=".", label=label)
@@ -462,7 +462,7 @@ def plot_iou_curves(runs: dict, level: float, budget_s: float | None = None, ax=
 def plot_ratio_change(ratios, spread=None, before=None, ax=None):
     """Bars of each pipeline's ratio to the bound of the faster step (whiskers: ``spread``);
     dots at ``before`` (the ratios to the old step's bound), a dashed line at the bound."""
-    ax = ax or _subplots(figsize=(8, 3))[1]
+    ax = ax or column_subplots(figsize=(8, 3))[1]
     ax.barh(ratios.index[::-1], ratios[::-1], color="#55a868", label="faster step (this run)",
             xerr=None if spread is None else spread.reindex(ratios.index)[::-1], capsize=3)
     if before is not None:
@@ -479,7 +479,7 @@ def plot_ratio_change(ratios, spread=None, before=None, ax=None):
 def plot_devices_speed(runs: dict, ax=None):
     """Training images/s of each run of notebook 08 (``runs``: name -> ``train_img_s``), a
     dashed line at one device's."""
-    ax = ax or _subplots(figsize=(5, 3.8))[1]
+    ax = ax or column_subplots(figsize=(5, 3.8))[1]
     names, rates = list(runs), [rate or 0.0 for rate in runs.values()]
     ax.bar(names, rates, color=["#4c72b0", "#55a868"][:len(names)])
     ax.axhline(rates[0], color="gray", linestyle="--", linewidth=1, label="one device")

@@ -13,7 +13,12 @@ import pandas as pd
 from IPython.display import display
 
 from nailseg_common.core.statistics import Verdict, median_range, ratio_spread
-from nailseg_common.measure.plots import plot_devices_speed, plot_iou_curves
+from nailseg_common.measure.plots import (
+    COLUMN_INCHES,
+    column_subplots,
+    plot_devices_speed,
+    plot_iou_curves,
+)
 
 VALIDATION_METRICS = ("val_dice", "val_iou", "val_soft_dice", "val_loss")
 
@@ -94,7 +99,7 @@ def show_speed(record: dict, level: float) -> None:
         seconds_to(run["history"], level) for run in runs.values()]})
     display(table.round({"train img/s": 1, "compile s": 1, "fit s": 1, "best IoU": 3,
                          f"s to IoU {level}": 1}))
-    _, (bars, curves) = plt.subplots(1, 2, figsize=(11, 3.8))
+    _, (bars, curves) = column_subplots(1, 2, figsize=(COLUMN_INCHES, 3.4))  # the blog's column
     plot_devices_speed({name: run["train_img_s"] for name, run in runs.items()}, ax=bars)
     plot_iou_curves({name: run["history"] for name, run in runs.items()}, level, ax=curves)
     plt.show()
