@@ -484,7 +484,7 @@ for p in pipelines:
     where = "augmentation on the device, in the step" if p.make_augmentation else "augmented by the loader"
     print(f"  {p.name:<22} {where}")
 print(f"batch {cfg.batch_size}, {cfg.image_size} px, {cfg.encoder} U-Net, {cfg.precision}; "
-      f"{cfg.bench_repeats} windows of {cfg.bench_steps} batches each")
+      f"{cfg.bench_repeats} windows of {cfg.bench_steps} batches each (with workers, whole rounds of them)")
 
 # %% [markdown]
 # `run_benchmark` measures the bound (half of its windows), then for each pipeline its loader

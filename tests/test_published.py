@@ -61,6 +61,7 @@ AWAITING_RERUN: dict[str, str] = {
     "02_lightning_baseline.ipynb": "times the bound in epochs that carry into the ratio's spread (bound_speed) since the 2026-12-02 edition: re-run on the H200 (the re-publish issue)",
     "03_kornia_gpu_augmentation.ipynb": "resizes labels and worker-decoded photos in the workers since the 2026-12-02 edition: re-run on the H200 (the re-publish issue)",
     "04_dali_pipeline.ipynb": "carries the bound's epochs into the ratio's spread (bound_speed) since the 2026-12-02 edition: re-run on the H200 (the re-publish issue)",
+    "05_benchmark_comparison.ipynb": "says its loader windows span whole rounds of the workers since the 2026-12-02 edition: re-run on the H200 (the re-publish issue)",
     "07_time_to_accuracy.ipynb": "says a pipeline keeps up only when its whole interval lies above 0.9 of the faster bound since the 2026-12-02 edition: re-run on the H200 (the re-publish issue)",
 }
 

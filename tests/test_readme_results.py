@@ -5,8 +5,9 @@ notebook, or written in the committed file or lab record, that its source column
 import re
 from pathlib import Path
 
-import nbformat
 import pytest
+
+from tools.edition_record import printed
 
 ROOT = Path(__file__).resolve().parents[1]
 NUMBER = re.compile(r"(?<![\w.])\d+\.\d+|\d{3,}")
@@ -28,9 +29,7 @@ def source_text(source: str) -> str:
         return "\n".join(f.read_text(errors="replace") for f in sorted(path.rglob("*"))
                          if f.suffix in (".md", ".json", ".jsonl", ".tsv"))
     if path.suffix == ".ipynb":
-        notebook = nbformat.read(path, as_version=4)
-        return "".join(o.get("text", "") or "".join(o.get("data", {}).get("text/plain", ""))
-                       for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs)
+        return printed(path)
     return path.read_text()
 
 
