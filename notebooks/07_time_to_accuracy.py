@@ -83,11 +83,11 @@ import torch
 from IPython.display import display
 
 from nailseg_common.measure import plots
-from nailseg_common.measure.benchmark import (default_pipelines, load_results, pipeline_rates, profile_step,
-                                              reuse, train_loader_of, training_datamodule)
+from nailseg_common.measure.benchmark import (default_pipelines, interleaved_rates, load_results, pipeline_rates,
+                                              profile_step, reuse, train_loader_of, training_datamodule)
 from nailseg_common.measure.profiling import datasheet_tflops, matmul_peak_tflops
 from nailseg_common.core.statistics import Verdict, prediction_spread, ratio_spread
-from nailseg_common.measure.timing import measure_training, resident_batches
+from nailseg_common.measure.timing import resident_batches
 from nailseg_common.setup.dali import dali_status
 from nailseg_common.setup.paths import REPO_ROOT
 
@@ -113,7 +113,7 @@ fast_flip_average = None  # its validations average each image's logits with its
 val_every_n_epochs = None  # validate every n epochs of the timed run
 bench_steps = None        # batches per timing window
 windows = 3               # timing windows per step measurement (median and range)
-pipeline_windows = 2      # timing windows per pipeline in the comparison
+pipeline_windows = 3      # timing windows per pipeline in the comparison
 run_pipelines = True      # re-measure Albumentations, Kornia and DALI against the faster step
 profile_steps = 3         # steps of the kernel profile
 reference = "results/benchmark_h200.json"  # notebook 05's committed results: ratios to 02's step
@@ -333,31 +333,26 @@ if peak_measured:
 #
 # Each row below is a bound: the whole training step (`Trainer.fit` of the model, forward,
 # loss, backward, optimizer) on batches already on the device, timed with notebook 05's
-# `measure_training` (a short warm-up, then `windows` synchronised windows: median and
-# range; the warm-up takes each new shape's one-time costs). Each row adds one change to the
-# row above. The resident batches come from DALI where it runs, else from notebook 03's
+# `measure_training` (a short warm-up that takes each new shape's one-time costs, then one
+# synchronised window). Each row adds one change to the row above. The rows are measured in
+# turn, one window each, `windows` rounds (`interleaved_rates`, in
+# `nailseg_common.measure.benchmark`): whatever drifts on the machine while they run falls on
+# every row alike, and each row reports the median and range of its windows. The resident batches come from DALI where it runs, else from notebook 03's
 # photos decoded on the device (`training_datamodule`, in `nailseg_common.measure.benchmark`,
 # picks the pipeline). The compiled model is built and compiled once, by `warm_up` (below), and
 # `reuse` (beside it) hands that same model to every later measurement, so that no
 # measurement compiles again.
 
 # %%
-def step_rate(profile, batches, make_model) -> dict:
-    """The bound of ``make_model()`` on resident ``batches`` at ``profile``'s batch."""
-    steps = profile.bench_steps  # a third of a window to warm up, then the windows
-    return measure_training(batches, profile, steps // 3, steps, windows, make_model=make_model)
-
-
 resident = {p.batch_size: resident_batches(train_loader_of(training_datamodule(data, p)), p.device)
             for p in (cfg, fast)}
-rates = {"02's step (eager, AdamW foreach)": (cfg, flops, step_rate(cfg, resident[cfg.batch_size],
-                                                                    FastNailSegmentation))}
 fused = functools.partial(FastNailSegmentation, fused_optimizer=on_gpu)
-rates["+ fused AdamW" + ("" if on_gpu else ", off here")] = (cfg, flops, step_rate(cfg, resident[cfg.batch_size], fused))
-rates[f"+ batch {fast.batch_size}"] = (fast, flops, step_rate(fast, resident[fast.batch_size], fused))
 fused_half = functools.partial(half, fused_optimizer=on_gpu)
-rates["+ half-resolution head" + ("" if fast.fast_half_resolution_head else ", off here")] = (
-    fast, recipe_flops, step_rate(fast, resident[fast.batch_size], fused_half))
+ladder = {"02's step (eager, AdamW foreach)": (cfg, flops, FastNailSegmentation),  # name: profile, FLOPs, model
+          "+ fused AdamW" + ("" if on_gpu else ", off here"): (cfg, flops, fused),
+          f"+ batch {fast.batch_size}": (fast, flops, fused),
+          "+ half-resolution head" + ("" if fast.fast_half_resolution_head else ", off here"):
+              (fast, recipe_flops, fused_half)}
 
 # %% [markdown]
 # ## Compiling once, apart from the clock
@@ -499,7 +494,7 @@ class AverageWeights(Callback):
 # %% [markdown]
 # The last row of the step: the model of the timed run, compiled once here. Its initial
 # weights are kept so that the timed run below starts from them, not from the weights the
-# measurement trained.
+# measurement trained. Then every row of the ladder is measured, in turn.
 
 # %%
 pl.seed_everything(0, workers=True, verbose=False)
@@ -509,8 +504,10 @@ initial = {key: value.clone() for key, value in model.state_dict().items()}
 print(f"compilation and autotuning: {compile_s:.1f} s, apart from every measurement"
       + ("" if cfg.compile_model else " (compile_model is off: autotuning only)"))
 name = "+ torch.compile (the U-Net)" + ("" if cfg.compile_model else ", off here")
-rates[name] = (fast, recipe_flops, step_rate(fast, resident[fast.batch_size], reuse(model)))
-steps = plots.ladder_table({name: (p.batch_size, f["training"], r) for name, (p, f, r) in rates.items()},
+ladder[name] = (fast, recipe_flops, reuse(model))
+rates = interleaved_rates({row: (p, resident[p.batch_size], make) for row, (p, _, make) in ladder.items()},
+                          fast.bench_steps // 3, fast.bench_steps, windows)
+steps = plots.ladder_table({row: (p.batch_size, f["training"], rates[row]) for row, (p, f, _) in ladder.items()},
                            peak_measured)
 plots.plot_step_ladder(steps, f"training images/s on {cfg.device.type} (bound: batches on the device)")
 plt.show()
@@ -529,14 +526,14 @@ steps.round(3)
 # notebook shows where the time goes.
 #
 # What the changes bought, in one number: the faster step's images per second over 02's
-# eager step, both measured above in this run, on this machine, with the spread of their
-# windows (`ratio_spread`, from `nailseg_common.core.statistics`: the course's `±`). More than 1 by more than
-# the spread means the changes made the step faster here.
+# eager step, both measured above in this run, on this machine, with the 95 % interval that
+# the windows of both rows give the ratio (`ratio_spread`, from
+# `nailseg_common.core.statistics`: the course's `±`).
 
 # %%
-eager, faster = rates["02's step (eager, AdamW foreach)"][2], rates[name][2]
-print(Verdict("faster step ÷ 02's step", faster["img_s"] / eager["img_s"], 1.0,
-              ratio_spread(faster["repeats"], eager["repeats"]), "02's step, this run"))
+eager, faster = rates["02's step (eager, AdamW foreach)"], rates[name]
+print(f"faster step ÷ 02's step: {faster['img_s'] / eager['img_s']:.3f} "
+      f"± {ratio_spread(faster['repeats'], eager['repeats']):.3f} ({windows} windows each, this run)")
 
 # %% [markdown]
 # ## The level: what every seed of the recipe reaches
@@ -762,7 +759,7 @@ if run_pipelines and "dali" in table.index:
 #   last batches for the cost of a copy of the weights and a second forward pass.
 # - One seed is not a result: the time to accuracy is reported over seeds, as a median and
 #   range, from a committed file, at the highest level every seed reaches; one run's time is
-#   judged against that median, with twice the seeds' standard deviation as its spread.
+#   judged against that median, with the 95 % interval of one more draw as its spread.
 # - A level has a scale: score the validation masks off by one pixel all round before
 #   chasing it. A level near that score asks for outlines right to about a pixel, and no
 #   faster step buys that.

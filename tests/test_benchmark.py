@@ -19,6 +19,7 @@ from nailseg_common.measure.benchmark import Pipeline
 from nailseg_common.measure.profiling import cpu_busy_percent
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import select_profile
+from nailseg_common.training.unet import LitNailSegmentation
 
 SIZE, BATCH = 32, 4
 
@@ -147,6 +148,24 @@ def test_resident_batches_cycle_copies_of_the_first_batches():
     assert torch.equal(first["image"], third["image"]) and not torch.equal(first["image"], second["image"])
     first["image"] = None  # a hook that edits its batch does not change the resident set
     assert next(iter(bound))["image"] is not None
+
+
+def test_interleaved_rates_take_one_window_of_each_row_in_turn(profile):
+    built = []
+
+    def maker(name):
+        def make_model(**kwargs):
+            built.append(name)
+            return LitNailSegmentation(encoder=profile.encoder, encoder_weights=None, max_steps=1)
+        return make_model
+
+    batches = timing.resident_batches(loader(), torch.device("cpu"), count=2)
+    rates = benchmark.interleaved_rates({"a": (profile, batches, maker("a")), "b": (profile, batches, maker("b"))},
+                                        warmup=1, steps=2, windows=3)
+    assert built == ["a", "b"] * 3  # round by round, not row by row
+    for result in rates.values():
+        assert len(result["repeats"]) == 3 and result["img_s_min"] <= result["img_s"] <= result["img_s_max"]
+        assert result["batches_per_repeat"] == 2 and result["warmup_batches"] == 1
 
 
 def test_timing_depends_on_no_pipeline_module():

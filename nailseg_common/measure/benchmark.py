@@ -251,6 +251,26 @@ def reuse(model: pl.LightningModule) -> Callable[..., pl.LightningModule]:
     return make_model
 
 
+def interleaved_rates(rows: dict[str, tuple[Profile, Iterable[dict], Callable]], warmup: int, steps: int,
+                      windows: int) -> dict[str, dict]:
+    """:func:`measure_training` of every row (name -> profile, resident batches, ``make_model``),
+    in ``windows`` rounds of one window per row, the rows in turn, each call warmed up by
+    ``warmup`` steps alike: a drift of the machine (clocks, heat, a neighbour) falls on every
+    row, not on the rows measured last. Each row's result summarises its windows."""
+    measured: dict[str, list[dict]] = {name: [] for name in rows}
+    for _ in range(windows):
+        for name, (profile, batches, make_model) in rows.items():
+            measured[name].append(measure_training(batches, profile, warmup, steps, 1, make_model=make_model))
+    return {name: _pooled(results) for name, results in measured.items()}
+
+
+def _pooled(results: list[dict]) -> dict:
+    gpu = [r["gpu_util_pct"] for r in results if r["gpu_util_pct"] is not None]
+    return {**summarize([r["img_s"] for r in results]), "batches_per_repeat": results[0]["batches_per_repeat"],
+            "warmup_batches": results[0]["warmup_batches"], "gpu_util_pct": statistics.median(gpu) if gpu else None,
+            "cpu_util_pct": statistics.median(r["cpu_util_pct"] for r in results)}
+
+
 def pipeline_rates(pipelines: list[Pipeline], profile: Profile, make_model: Callable,
                    bound_img_s: float, windows: int, bound_windows: list[float] | None = None):
     """Training images/s of ``make_model``'s module (notebook 07: its compiled model, reused)
