@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections.abc import Mapping
 
 import matplotlib
 import matplotlib.pyplot as plt  # noqa: F401  (activates the notebook's backend before the style below)
@@ -15,19 +17,24 @@ from nailseg_common.setup.profiles import Profile, select_profile, set_matmul_pr
 
 FIGURE_DPI = 150
 FIGURE_QUALITY = 85  # JPEG: photos and galleries at 150 dpi stay a fraction of their PNG size
+PROFILE_FIELDS = tuple(f.name for f in dataclasses.fields(Profile) if f.name != "name")  # what a notebook may set
 
 
-def start(profile: str = "", data_root: str | os.PathLike = "", *, seed: int = 0,
-          **overrides) -> tuple[Profile, DataLocation]:
+def start(parameters: Mapping[str, object], data_root: str | os.PathLike | None = None, *,
+          seed: int = 0) -> tuple[Profile, DataLocation]:
     """Choose the run size, report the environment, and prepare the data.
 
-    ``profile`` and ``overrides`` go to :func:`profiles.select_profile` (``None`` keeps the
-    profile's value), and the process's float32 matmul precision follows the profile
-    (:func:`profiles.set_matmul_precision`: TF32 on a GPU); the data is ``data_root`` (your
-    photos) or the synthetic set, generated and prepared when needed. The batch shrinks,
-    saying so, when the training split is too small for it. Returns the profile and where
-    the data is.
+    ``parameters`` is the notebook's namespace after its ``parameters`` cell (``globals()``):
+    its ``profile`` and every value it holds for a field of :class:`Profile` go to
+    :func:`profiles.select_profile` (``None`` keeps the profile's value), and the process's
+    float32 matmul precision follows the profile (:func:`profiles.set_matmul_precision`: TF32
+    on a GPU). The data is ``data_root`` (else the parameters' ``data_root``: your photos) or
+    the synthetic set, generated and prepared when needed. The batch shrinks, saying so, when
+    the training split is too small for it. Returns the profile and where the data is.
     """
+    overrides = {name: parameters[name] for name in PROFILE_FIELDS if name in parameters}
+    profile = str(parameters.get("profile") or "")
+    data_root = parameters.get("data_root", "") if data_root is None else data_root
     cfg = select_profile(profile, **overrides)
     set_matmul_precision(cfg)
     print(environment_report(cfg))

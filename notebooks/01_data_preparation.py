@@ -68,10 +68,16 @@ data_root = ""     # your own photos (Images/<type>/, Masks/<type>/); empty: the
 num_images = None  # size of the synthetic set (None: the profile's value; ignored with data_root)
 seed = 0           # seed of the train/valid split
 
+# %% [markdown]
+# Every notebook then makes one set-up call, `start(globals())`: it reads the parameters
+# above from the notebook's namespace (`profile`, `data_root`, and any field of the run's
+# profile that the cell sets; `None` keeps the profile's value), reports the machine and
+# prepares the data.
+
 # %%
 from nailseg_common.course import start
 
-cfg, data = start(profile, data_root, num_images=num_images, seed=seed)
+cfg, data = start(globals(), seed=seed)
 
 # %% [markdown]
 # That one call did everything this notebook explains step by step: it generated the
@@ -387,7 +393,7 @@ print("prepared files:", data.prepared.relative_to(data.prepared.parents[1]))
 # %% [markdown]
 # ## Summary
 #
-# - `start(profile, data_root, ...)` is the one call every notebook makes; through
+# - `start(globals())` is the one call every notebook makes; through
 #   `ensure_prepared` it generates the synthetic set if needed, validates, splits and
 #   writes the labels, and is safe to re-run.
 # - The synthetic set mimics the real layout and types, and is hard enough that a colour

@@ -76,10 +76,7 @@ val_every_n_epochs = None  # validate (and checkpoint) every n epochs
 # %%
 from nailseg_common.course import start
 
-cfg, data = start(profile, data_root, num_images=num_images, image_size=image_size, lr=lr,
-                  batch_size=batch_size, max_steps=max_steps, encoder=encoder, precision=precision,
-                  num_workers=num_workers, accelerator=accelerator, max_train_batches=max_train_batches,
-                  max_valid_batches=max_valid_batches, val_every_n_epochs=val_every_n_epochs)
+cfg, data = start(globals())
 
 # %%
 import albumentations as A

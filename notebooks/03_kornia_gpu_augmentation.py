@@ -95,12 +95,7 @@ bench_repeats = None    # timed epochs per measurement (after one warm-up epoch)
 # %%
 from nailseg_common.course import start
 
-cfg, data = start(profile, data_root, num_images=num_images, image_size=image_size,
-                  batch_size=batch_size, max_steps=max_steps, encoder=encoder, lr=lr,
-                  num_workers=num_workers, precision=precision, accelerator=accelerator,
-                  max_train_batches=max_train_batches, max_valid_batches=max_valid_batches,
-                  bench_steps=bench_steps, bench_repeats=bench_repeats,
-                  val_every_n_epochs=val_every_n_epochs)
+cfg, data = start(globals())
 device = cfg.device
 print(f"Kornia runs on the {cfg.accelerator.upper()} in this notebook"
       + ("" if device.type == "cuda" else " (no GPU in this profile: same code, other device)."))

@@ -93,10 +93,7 @@ bench_steps = None      # steps per epoch of the bound measurement (five epochs)
 # %%
 from nailseg_common.course import start
 
-cfg, data = start(profile, data_root, num_images=num_images, image_size=image_size, lr=lr,
-                  batch_size=batch_size, max_steps=max_steps, encoder=encoder, precision=precision,
-                  accelerator=accelerator, bench_steps=bench_steps, max_train_batches=max_train_batches,
-                  max_valid_batches=max_valid_batches, val_every_n_epochs=val_every_n_epochs)
+cfg, data = start(globals())
 
 # %% [markdown]
 # ## Is DALI here, and where will it run?

@@ -114,10 +114,7 @@ reference = "results/benchmark_h200.json"  # committed GPU results, relative to 
 # %%
 from nailseg_common.course import start
 
-cfg, data = start(profile, data_root, num_images=num_images, image_size=image_size,
-                  batch_size=batch_size, encoder=encoder, lr=lr, num_workers=num_workers,
-                  precision=precision, accelerator=accelerator, bench_steps=bench_steps,
-                  bench_repeats=bench_repeats)
+cfg, data = start(globals())
 print(f"device {cfg.device}; timing windows: {cfg.bench_repeats} × {cfg.bench_steps} batches")
 
 # %% [markdown]

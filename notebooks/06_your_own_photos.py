@@ -114,11 +114,7 @@ from nailseg_common.course import start
 
 photos = photos_or_standin(profile, data_root, standin_images)
 side = image_size or select_profile(profile, accelerator=accelerator).finetune_image_size
-cfg, data = start(profile, photos, image_size=side, batch_size=batch_size,
-                  finetune_steps=finetune_steps, encoder=encoder, finetune_lr=finetune_lr,
-                  curve_folds=curve_folds, finetune_keep_statistics=finetune_keep_statistics,
-                  precision=precision, accelerator=accelerator, max_train_batches=max_train_batches,
-                  max_valid_batches=max_valid_batches)
+cfg, data = start(globals() | {"image_size": side}, photos)
 
 # %% [markdown]
 # ## The synthetic checkpoint

@@ -123,14 +123,7 @@ iou_levels = [0.80, 0.83, 0.86]  # levels of IoU the seeds are timed to (and the
 # %%
 from nailseg_common.course import start
 
-cfg, data = start(profile, data_root, num_images=num_images, image_size=image_size,
-                  encoder=encoder, precision=precision, accelerator=accelerator,
-                  num_workers=num_workers, batch_size=batch_size, lr=lr,
-                  compile_model=compile_model, fast_batch_size=fast_batch_size, fast_lr=fast_lr,
-                  warmup_steps=warmup_steps, fast_max_steps=fast_max_steps,
-                  fast_half_resolution_head=fast_half_resolution_head, fast_ema_decay=fast_ema_decay,
-                  fast_flip_average=fast_flip_average, val_every_n_epochs=val_every_n_epochs,
-                  bench_steps=bench_steps)
+cfg, data = start(globals())
 on_gpu = cfg.accelerator == "gpu"
 device_name = torch.cuda.get_device_name(cfg.device) if on_gpu else "a CPU"
 print(f"this run: {device_name}; {dali_status()}")

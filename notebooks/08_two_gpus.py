@@ -109,12 +109,7 @@ reference = "results/two_gpus_h200x2.json"  # the committed results of a run on 
 # %%
 from nailseg_common.course import start
 
-cfg, data = start(profile, data_root, num_images=num_images, image_size=image_size,
-                  encoder=encoder, precision=precision, accelerator=accelerator,
-                  compile_model=compile_model, fast_lr=fast_lr, warmup_steps=warmup_steps,
-                  val_every_n_epochs=val_every_n_epochs, ddp_devices=ddp_devices,
-                  ddp_batch_size=ddp_batch_size, ddp_max_steps=ddp_max_steps,
-                  ddp_profile_epoch=ddp_profile_epoch, ddp_seeds=ddp_seeds)
+cfg, data = start(globals())
 seeds = json.loads((REPO_ROOT / seed_results).read_text())["runs"]
 level = target_iou or common_level(seeds, iou_levels)  # notebook 07's
 print(f"IoU level: {level} ({'given' if target_iou else f'every seed of {seed_results} reaches it'})")

@@ -88,3 +88,17 @@ def test_notebook_06_fine_tunes_with_the_parameters_it_is_given(tmp_path, monkey
         "runs": 6, "curve": [6, 10], "batch_size": 2, "on_device": "cpu",
         "precision": "bf16-mixed", "accelerator": "cpu",
     }
+
+
+def test_start_reads_the_profile_fields_a_notebook_sets(tmp_path, monkeypatch):
+    """``start(globals())``: the profile's fields it names override (``None`` keeps the
+    profile's value); other names, the notebook's own, are not the profile's business."""
+    from nailseg_common.course import start
+    from nailseg_common.setup.profiles import select_profile
+
+    monkeypatch.setenv("NAILSEG_DATA_DIR", str(tmp_path / "data"))
+    namespace = {"profile": "smoke", "data_root": "", "num_images": 24, "image_size": 32, "lr": None,
+                 "windows": 3, "torch": object()}
+    cfg, data = start(namespace)
+    assert (cfg.name, cfg.num_images, cfg.image_size, cfg.lr) == ("smoke", 24, 32, select_profile("smoke").lr)
+    assert data.synthetic and len(list((data.raw / "Images").rglob("*.jpg"))) == 24

@@ -56,7 +56,7 @@ def test_common_opening_and_closing(notebook):
     assert "profile =" in parameters_cell(notebook).source
     setup = [c.source for c in code_cells(notebook) if "start(" in c.source]
     assert setup and "from nailseg_common.course import start" in setup[0], \
-        "one set-up call, `cfg, data = start(profile, data_root, ...)`, after the parameters"
+        "one set-up call, `cfg, data = start(globals())`, after the parameters"
     assert any("## Summary" in t for t in text)
     assert any("## Exercises" in t for t in text)
     assert not any("sys.path" in t for t in text), "import the installed package, no sys.path"
@@ -108,11 +108,11 @@ def test_every_parameter_is_used_and_every_profile_field_used_is_a_parameter(not
     rest = ast.parse("\n".join(c.source for c in code_cells(notebook)
                                if c is not parameters_cell(notebook)
                                and not c.source.startswith(export.DIRECTIVE)))
-    used = {n.id for n in ast.walk(rest) if isinstance(n, ast.Name)}
+    starts = [n for n in ast.walk(rest) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "start"]
+    assert starts and "globals()" in ast.unparse(starts[0].args[0]), "start(globals()) reads the parameters"
+    read_by_start = {p for p in offered if p in PROFILE_FIELDS or p in ("profile", "data_root")}
+    used = {n.id for n in ast.walk(rest) if isinstance(n, ast.Name)} | read_by_start
     assert offered <= used, f"parameters the notebook ignores: {sorted(offered - used)}"
-    passed = {k.arg for n in ast.walk(rest) if isinstance(n, ast.Call)
-              and getattr(n.func, "id", "") == "start" for k in n.keywords}
-    assert {p for p in offered if p in PROFILE_FIELDS} <= passed
     read = {n.attr for n in ast.walk(rest) if isinstance(n, ast.Attribute)
             and getattr(n.value, "id", "") == "cfg" and n.attr in PROFILE_FIELDS}
     aliased = {field for field, alias in OFFERED_AS.items() if alias in offered}

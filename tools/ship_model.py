@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> None:
     profile = select_profile(args.profile, num_images=args.num_images)
     synthetic = ensure_prepared(profile)
     photos = photos_or_standin(args.profile, num_images=args.photos)
-    cfg, standin = start(args.profile, photos, finetune_steps=args.finetune_steps)
+    cfg, standin = start({"profile": args.profile, "finetune_steps": args.finetune_steps}, photos)
     held_out = read_split(standin, "valid")  # the stand-in's validation split: never trained on
     sizes, seeds = [int(size) for size in args.sizes.split(",")], list(range(args.seeds))
     about = {**provenance(), "commit": args.commit, "profile": cfg.name}
