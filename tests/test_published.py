@@ -58,11 +58,7 @@ def test_published_notebook_ran_on_its_gpu_without_errors(pair, request):
 # Published copies older than their source, because the machine their run needs was not
 # lent; published/README.md says which run they are and why. Each entry is a debt.
 AWAITING_RERUN: dict[str, str] = {
-    "02_lightning_baseline.ipynb": "times the bound in epochs that carry into the ratio's spread (bound_speed) since the 2026-12-02 edition: re-run on the H200 (the re-publish issue)",
-    "03_kornia_gpu_augmentation.ipynb": "resizes labels and worker-decoded photos in the workers since the 2026-12-02 edition: re-run on the H200 (the re-publish issue)",
-    "04_dali_pipeline.ipynb": "carries the bound's epochs into the ratio's spread (bound_speed) since the 2026-12-02 edition: re-run on the H200 (the re-publish issue)",
-    "05_benchmark_comparison.ipynb": "says its loader windows span whole rounds of the workers since the 2026-12-02 edition: re-run on the H200 (the re-publish issue)",
-    "07_time_to_accuracy.ipynb": "says a pipeline keeps up only when its whole interval lies above 0.9 of the faster bound since the 2026-12-02 edition: re-run on the H200 (the re-publish issue)",
+    "08_two_gpus.ipynb": "takes its parameters through start(globals()) since its 2026-11-29 run: re-run on two H200s (the re-publish issue)",
 }
 
 
