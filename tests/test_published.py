@@ -15,7 +15,7 @@ from PIL import Image
 from test_blog import check_jekyll_site, jekyll_build, split_post
 
 from tools import edition_record
-from tools.publishing import blog, compress
+from tools.publishing import blog, compress, local_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -131,7 +131,7 @@ def test_published_outputs_print_no_negative_duration(pair, request):
 
 def test_published_outputs_name_no_local_folder(pair, request):
     path = ROOT / "published" / request.node.callspec.id
-    assert blog.find_local_paths(path.read_text()) == [], "run tools.publishing.compress on it"
+    assert local_paths.find_local_paths(path.read_text()) == [], "run tools.publishing.compress on it"
 
 
 def test_publishing_writes_the_folders_a_notebook_ran_in_relative_and_keeps_its_code():

@@ -20,7 +20,7 @@ from pathlib import Path
 import nbformat
 from PIL import Image
 
-from tools.publishing import blog
+from tools.publishing import local_paths
 
 
 def recompress(jpeg: bytes, quality: int) -> bytes:
@@ -32,20 +32,20 @@ def recompress(jpeg: bytes, quality: int) -> bytes:
 
 def relative_paths(notebook: nbformat.NotebookNode) -> None:
     """Rewrite, in place, the local paths in ``notebook``'s outputs and papermill paths: the
-    repository it ran in (``blog.run_roots``) becomes relative, a home ``~``, site-packages
-    ``<site-packages>`` and ``/tmp`` ``<tmp>`` (``blog.replace_local_paths``)."""
-    roots = blog.run_roots(notebook)
+    repository it ran in (``local_paths.run_roots``) becomes relative, a home ``~``, site-packages
+    ``<site-packages>`` and ``/tmp`` ``<tmp>`` (``local_paths.replace_local_paths``)."""
+    roots = local_paths.run_roots(notebook)
     papermill = notebook.metadata.get("papermill", {})
     for key in [key for key in papermill if key.endswith("_path")]:
-        papermill[key] = blog.replace_local_paths(str(papermill[key]), roots)
+        papermill[key] = local_paths.replace_local_paths(str(papermill[key]), roots)
     for cell in notebook.cells:
         for output in cell.get("outputs", []):
             if "text" in output:
-                output["text"] = blog.replace_local_paths(output["text"], roots)
+                output["text"] = local_paths.replace_local_paths(output["text"], roots)
             data = output.get("data", {})
-            for mime in blog.TEXT_MIME_TYPES:
+            for mime in local_paths.TEXT_MIME_TYPES:
                 if mime in data:
-                    data[mime] = blog.replace_local_paths(data[mime], roots, mime == "text/html")
+                    data[mime] = local_paths.replace_local_paths(data[mime], roots, mime == "text/html")
 
 
 def compress_notebook(path: Path, quality: int) -> tuple[int, int]:
