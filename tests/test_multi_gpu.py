@@ -311,7 +311,7 @@ def test_one_device_runs_under_ddp_only_when_asked(capsys):
     from nailseg_common.training.multi_gpu import device_options
 
     args, _ = parse_args(["--profile", "smoke", "--devices", "1"])
-    assert device_options(args) == {"devices": 1, "strategy": "auto"}
+    assert device_options(args) == {"devices": 1, "num_nodes": 1, "strategy": "auto"}
     args, _ = parse_args(["--profile", "smoke", "--devices", "1", "--ddp-on-one-device",
                           "--static-graph"])
     options = device_options(args)

@@ -18,8 +18,6 @@ from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from nailseg_common.commands import command_line, train
 from nailseg_common.commands.train import CHECKPOINT, RESULT, STOPPED, main
-from nailseg_common.data.preparation import ensure_prepared
-from nailseg_common.setup.profiles import select_profile
 from nailseg_common.training import multi_gpu
 from nailseg_common.training.checkpoints import SHIPPED_MODEL
 
@@ -30,16 +28,6 @@ def run(*args) -> SimpleNamespace:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(["--profile", "smoke", *map(str, args)])
     return SimpleNamespace(code=code, out=out.getvalue(), err=err.getvalue())
-
-
-@pytest.fixture(scope="module")
-def prepared(tmp_path_factory):
-    """The smoke set, prepared once in a fresh data folder."""
-    root = tmp_path_factory.mktemp("train_command")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("NAILSEG_DATA_DIR", str(root / "data"))
-        ensure_prepared(select_profile("smoke"), progress=False)
-    return root
 
 
 @pytest.fixture
@@ -83,6 +71,9 @@ def without_a_mask(root: Path) -> Path:
     (lambda tmp: ["--batch-size", "100"], ("--batch-size 100 on 1 device(s): the train split "
                                           "holds 40 images, 40 a device: pass --batch-size 40")),
     (lambda tmp: ["--devices", "50", "--accelerator", "cpu"], "pass fewer --devices"),
+    (lambda tmp: ["--num-nodes", "25", "--devices", "2", "--accelerator", "cpu"],
+     ("on 50 device(s): the train split holds 40 images, 0 a device: pass fewer --devices or "
+      "--num-nodes")),
     (lambda tmp: ["--validate", tmp.joinpath("a.ckpt").write_text("no") and tmp / "a.ckpt"],
      "is not a checkpoint of this course's U-Net"),
     (lambda tmp: ["--validate", SHIPPED_MODEL], "is a weights file"),
@@ -92,8 +83,8 @@ def without_a_mask(root: Path) -> Path:
     (lambda tmp: ["--data-root", without_a_mask(same_names(tmp / "nails"))],
      "image(s) without a mask"),
 ], ids=["missing data root", "one image", "batch above the set", "more devices than images",
-        "not a checkpoint", "a weights file to validate", "names repeated across types",
-        "out is a folder", "a photo without a mask"])
+        "more devices on all nodes than images", "not a checkpoint", "a weights file to validate",
+        "names repeated across types", "out is a folder", "a photo without a mask"])
 def test_a_mistake_ends_in_one_line_before_anything_trains(runs, tmp_path, options, message):
     result = run(*options(tmp_path))
     assert result.code == 2, result.err

@@ -1,5 +1,6 @@
-"""``nailseg-train``: the course's U-Net trained on one or more devices of one machine
-(Lightning DDP, a DALI shard per rank) until a target IoU, or a checkpoint validated.
+"""``nailseg-train``: the course's U-Net trained on one or more devices of one machine or of
+several (Lightning DDP, a DALI shard per global rank) until a target IoU, or a checkpoint
+validated.
 
 Notebook 08 teaches the training (:func:`nailseg_common.training.multi_gpu.run`); this module
 is its command line: the options (every option that changes the run is one; what is not
@@ -7,15 +8,17 @@ given comes from the profile: ``--profile``, else ``NAILSEG_PROFILE``, else the 
 the run's profile, the problems caught before anything starts, and :func:`launch_training`,
 which runs the command from a notebook as a terminal would. The batch size is per device,
 the learning rate is used as given whatever the number of devices, and the run trains on
-whole epochs (the profiles' caps on batches per epoch are not applied). Lightning's DDP
-launcher re-runs this same command once per further device. :func:`script_options` and
+whole epochs (the profiles' caps on batches per epoch are not applied). On one machine,
+Lightning's DDP launcher re-runs this same command once per further device; on several
+(``--num-nodes``), torchrun or SLURM's srun starts it once per device of every node, and the
+options must say what they started (:func:`launcher_problem`). :func:`script_options` and
 :func:`plan_options` build the command line notebook 08 launches.
 
-Before anything trains, the first process checks the data, the batch against the splits and
-devices, the checkpoint to validate and that the run folder and ``--out`` can be written and
-hold no earlier run (``--force`` replaces one, and says so). Exit status: 0 done; 2, with one
-line naming the file and the fix, for a mistake; 130 after Ctrl-C, 143 after SIGTERM, with no
-``result.json`` written.
+Before anything trains, the first process of each node checks the data, the batch against
+the splits and devices, the checkpoint to validate and that the run folder and ``--out`` can
+be written and hold no earlier run (``--force`` replaces one, and says so). Exit status: 0
+done; 2, with one line naming the file and the fix, for a mistake; 130 after Ctrl-C, 143
+after SIGTERM, with no ``result.json`` written.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from nailseg_common.commands.command_line import (
 
 with starting(__name__):  # Ctrl-C or SIGTERM during these imports: one line (see command_line)
     import torch
+    from pytorch_lightning.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
 
     from nailseg_common.core.errors import DataError
     from nailseg_common.core.files import discard
@@ -67,6 +71,7 @@ NUMBERS = {
     "--num-images": at_least(1, "give the number of synthetic images, e.g. 1200."),
     "--image-size": IMAGE_SIDE,
     "--devices": at_least(1, "give 1 or more."),
+    "--num-nodes": at_least(1, "give 1 or more machines."),
     "--batch-size": at_least(1, "give 1 or more images per device, e.g. 60."),
     "--lr": peak_lr("2e-3"),
     "--warmup-steps": at_least(0, "give 0 or more steps."),
@@ -83,8 +88,9 @@ NUMBERS = {
 def argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nailseg-train",
-        description="Train the course's U-Net on one or more devices of one machine (Lightning "
-                    "DDP, a DALI shard per rank) until a target IoU, or validate a checkpoint.")
+        description="Train the course's U-Net on one or more devices of one machine or of "
+                    "several (Lightning DDP, a DALI shard per rank) until a target IoU, or "
+                    "validate a checkpoint.")
     add = parser.add_argument
     add("--profile", default="", help="smoke, cpu or gpu (default: $NAILSEG_PROFILE, else "
         "from the hardware)")
@@ -93,8 +99,10 @@ def argument_parser() -> argparse.ArgumentParser:
     add("--image-size", help="side of the square images the model sees")
     add("--encoder", help="smp encoder name")
     add("--precision", help='Lightning precision, e.g. "bf16-mixed"')
-    add("--devices", default="1", help="processes, one per device: GPUs, or CPU "
+    add("--devices", default="1", help="processes of each node, one per device: GPUs, or CPU "
         "processes talking through gloo")
+    add("--num-nodes", default="1", help="machines, started by torchrun (its --nnodes) or "
+        "SLURM's srun (--nodes), each with --devices processes")
     add("--accelerator", choices=("cpu", "gpu"), help="default: the profile's")
     add("--batch-size", help="per device: a step trains on devices × batch images "
         "(default: the profile's ddp_batch_size, notebook 07's batch)")
@@ -120,13 +128,14 @@ def argument_parser() -> argparse.ArgumentParser:
     add("--ddp-on-one-device", action="store_true", help="wrap one device in DDP too: with "
         "--devices 1, DDP's own cost per step without a second GPU")
     add("--record-samples", action="store_true", help="record every training sample's file "
-        "and check that each epoch covers the training set once")
+        "and check that each epoch covers the training set once (several nodes: the run "
+        "folder on a file system they share)")
     add("--profile-epoch", help="profile a few training steps of this epoch on rank 0 "
         "(default: no profile)")
     add("--validate", metavar="CKPT", help="validate this checkpoint instead of training")
     add("--seed", default="42", help="model initialisation and augmentation")
     add("--run-name", default="", help="logs and checkpoint go to runs/<profile>/<run name> "
-        "(default: ddp_<devices>)")
+        "(default: ddp_<devices>, ddp_<nodes>x<devices> on several nodes)")
     add("--out", default="", help="results as JSON, written by rank 0 (default: "
         "<run folder>/result.json)")
     add("--force", action="store_true", help="replace an earlier run's final.ckpt and "
@@ -160,14 +169,36 @@ def argument_problem(args: argparse.Namespace, profile: Profile) -> str | None:
     if profile.accelerator == "gpu" and args.devices > gpus:
         return (f"--devices {args.devices} but this machine shows {gpus} GPU(s): use "
                 f"--devices {gpus} or fewer (check CUDA_VISIBLE_DEVICES), or --accelerator cpu.")
-    if args.ddp_on_one_device and args.devices > 1:
-        return f"--ddp-on-one-device is for --devices 1; {args.devices} devices use DDP anyway."
+    world_size = args.devices * args.num_nodes
+    if args.ddp_on_one_device and world_size > 1:
+        return (f"--ddp-on-one-device is for --devices 1 on one node; {world_size} devices use "
+                "DDP anyway.")
     if args.validate and (args.record_samples or args.profile_epoch is not None):
         return ("--record-samples and --profile-epoch look at training batches: drop them "
                 "with --validate.")
     if args.validate and not Path(args.validate).is_file():
         return (f"--validate {args.validate}: no such checkpoint; train first (without "
                 "--validate) and pass the checkpoint path its results name.")
+    return launcher_problem(args)
+
+
+def launcher_problem(args: argparse.Namespace) -> str | None:
+    """How ``--num-nodes`` and ``--devices`` disagree with what torchrun or SLURM started (as
+    Lightning detects them), and the fix; None when they agree, or nothing started them."""
+    world_size = args.devices * args.num_nodes
+    if TorchElasticEnvironment.detect():
+        started = int(os.environ["WORLD_SIZE"])
+        if started != world_size:
+            return (f"torchrun started {started} process(es) in all, but --num-nodes "
+                    f"{args.num_nodes} × --devices {args.devices} is {world_size}: pass "
+                    "torchrun's --nnodes as --num-nodes and its --nproc-per-node as --devices.")
+    elif SLURMEnvironment.detect():
+        nodes = os.environ.get("SLURM_NNODES", str(args.num_nodes))
+        tasks = os.environ.get("SLURM_NTASKS_PER_NODE", str(args.devices))
+        if (nodes, tasks) != (str(args.num_nodes), str(args.devices)):
+            return (f"SLURM gave {nodes} node(s) of {tasks} task(s), but this is --num-nodes "
+                    f"{args.num_nodes} --devices {args.devices}: pass --num-nodes {nodes} "
+                    f"--devices {tasks} (sbatch's --nodes and --ntasks-per-node).")
     return None
 
 
@@ -187,7 +218,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Profi
     if problem:
         parser.error(problem)
     args.compile = profile.compile_model
-    args.run_name = args.run_name or f"ddp_{args.devices}"
+    args.run_name = args.run_name or (f"ddp_{args.devices}" if args.num_nodes == 1
+                                      else f"ddp_{args.num_nodes}x{args.devices}")
     return args, profile
 
 
@@ -237,14 +269,16 @@ def run_folder(args: argparse.Namespace, profile: Profile) -> Path:
 
 
 def check_sizes(args: argparse.Namespace, profile: Profile, splits: dict[str, int]) -> None:
-    """DataError when a split of ``splits`` (its number of images) cannot feed each of
-    ``args.devices`` devices (DALI's shards): training drops a shard's last partial batch, so
-    it needs a whole batch a device, validation one image a device. The fix names what fits."""
+    """DataError when a split of ``splits`` (its number of images) cannot feed each device of
+    every node (DALI's shards): training drops a shard's last partial batch, so it needs a
+    whole batch a device, validation one image a device. The fix names what fits."""
+    world_size = args.devices * args.num_nodes
     for split, images in splits.items():
-        smallest = min(shard_sizes(images, args.devices))
+        smallest = min(shard_sizes(images, world_size))
         if smallest < (profile.batch_size if split == "train" else 1):
-            fits = (f"pass --batch-size {smallest} or less" if smallest else "pass fewer --devices")
-            raise DataError(f"--batch-size {profile.batch_size} on {args.devices} device(s): the "
+            fewer = "--devices" if args.num_nodes == 1 else "--devices or --num-nodes"
+            fits = f"pass --batch-size {smallest} or less" if smallest else f"pass fewer {fewer}"
+            raise DataError(f"--batch-size {profile.batch_size} on {world_size} device(s): the "
                             f"{split} split holds {images} images, {smallest} a device: {fits}, "
                             "or use a larger set (--num-images, --data-root).")
 
@@ -310,7 +344,7 @@ def check_run(args: argparse.Namespace, profile: Profile) -> None:
 
 
 def train_command(argv: list[str] | None) -> int:
-    """Parse, check (on the first process; the ranks Lightning starts skip it) and run; 0."""
+    """Parse, check (on the first process of each node; the others skip it) and run; 0."""
     args, profile = parse_args(argv)
     if local_rank() == 0:
         check_run(args, profile)

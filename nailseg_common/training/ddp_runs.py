@@ -1,5 +1,5 @@
-"""What a run of ``nailseg-train`` (notebook 08) records: DDP's options, the devices, the
-header of its results and what rank 0 writes and prints at the end (:func:`report`).
+"""What a run of ``nailseg-train`` (notebook 08) records: DDP's options, the devices of every
+node, the header of its results and what rank 0 writes and prints at the end (:func:`report`).
 """
 
 from __future__ import annotations
@@ -25,16 +25,19 @@ def ddp_options(args: argparse.Namespace) -> dict:
     return options
 
 
-def device_names(profile: Profile, world_size: int) -> list[str]:
-    """The name of every device of the run (one machine)."""
+def device_names(profile: Profile, world_size: int, num_nodes: int) -> list[str]:
+    """The name of every device of the run, node after node, each node named as this one
+    (rank 0's) names its own devices: the nodes of a run are taken to be alike."""
+    per_node = world_size // num_nodes
     if profile.accelerator == "gpu":
-        return [torch.cuda.get_device_name(index) for index in range(world_size)]
+        return [torch.cuda.get_device_name(index) for index in range(per_node)] * num_nodes
     return [device_description()] * world_size
 
 
 def run_record(args: argparse.Namespace, profile: Profile, world_size: int) -> dict:
     """What every results file starts with: when, on what, with which settings."""
-    return {**provenance(), "devices": device_names(profile, world_size), "world_size": world_size,
+    return {**provenance(), "devices": device_names(profile, world_size, args.num_nodes),
+            "world_size": world_size,
             "config": {**vars(args), "profile": dataclasses.asdict(profile)}}
 
 
