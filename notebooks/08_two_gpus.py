@@ -177,9 +177,9 @@ import warnings
 
 
 def local_rank() -> int:
-    """This process's rank on its machine: Lightning's launcher sets ``LOCAL_RANK`` in the
-    processes it starts; the process started by hand is rank 0."""
-    return int(os.environ.get("LOCAL_RANK", "0"))
+    """This process's rank on its machine: ``LOCAL_RANK`` (Lightning's launcher, torchrun),
+    else ``SLURM_LOCALID`` (srun); a process started by hand is rank 0."""
+    return int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", "0")))
 
 
 def shard_sizes(samples: int, shards: int) -> list[int]:
@@ -449,10 +449,11 @@ from nailseg_common.training.trainer import TrainingSpeed, make_trainer
 
 
 def device_options(args: argparse.Namespace) -> dict:
-    """``devices`` and ``strategy`` of this script's Trainers: DDP (with ``ddp_options``) when
-    there are several devices, or with ``--ddp-on-one-device``."""
-    ddp = args.devices > 1 or args.ddp_on_one_device
-    return {"devices": args.devices, "strategy": DDPStrategy(**ddp_options(args)) if ddp else "auto"}
+    """``devices`` (per node), ``num_nodes`` and ``strategy`` of this script's Trainers: DDP
+    (with ``ddp_options``) when there are several devices in all, or ``--ddp-on-one-device``."""
+    ddp = args.devices * args.num_nodes > 1 or args.ddp_on_one_device
+    return {"devices": args.devices, "num_nodes": args.num_nodes,
+            "strategy": DDPStrategy(**ddp_options(args)) if ddp else "auto"}
 
 
 def run_trainer(args: argparse.Namespace, profile: Profile, **options) -> pl.Trainer:
@@ -476,7 +477,7 @@ def train(args: argparse.Namespace, profile: Profile, location: DataLocation) ->
     trainer = run_trainer(args, profile,  # validates every profile.val_every_n_epochs epochs
                           callbacks=[c for c in (clock, speed, averaging, ledger, step_profile) if c])
     if local_rank() == 0:
-        warn_if_padded(len(train_names), args.devices, profile.batch_size)
+        warn_if_padded(len(train_names), args.devices * args.num_nodes, profile.batch_size)
     with torch._dynamo.config.patch(optimize_ddp=False):  # restored when the block ends
         compile_s = warm_up(model, DALINailDataModule(location, profile, seed=args.seed), profile,
                             **device_options(args))
@@ -718,6 +719,16 @@ if committed is not None:
 # convolutions they overlap, and DDP adds kernels of its own (copying the gradients into its
 # buckets and back, dividing them by the number of GPUs). Profiling one GPU with the
 # all-reduce switched off (`no_sync`) would tell them apart.
+#
+# ## Past one machine
+#
+# The same script runs on several machines. `--num-nodes N` gives Lightning `num_nodes=N`,
+# and `--devices` still counts the devices of each node. A launcher starts one process per
+# device: `torchrun --nnodes N --nproc-per-node D` on every node, or `srun` under SLURM with
+# `--ntasks-per-node` set to D. A process's global rank is its node's rank × D plus its rank
+# on the node, and DALI's reader takes that rank as its shard of N × D, so an epoch still
+# sees each training image once: `tests/test_nodes.py` checks it with two one-process
+# "nodes" on one machine, and `docs/clusters.md` has the commands.
 #
 # ## Summary
 #
