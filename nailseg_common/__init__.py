@@ -1,17 +1,8 @@
 """Helper package of the nail-segmentation course on fast input pipelines.
 
-The notebooks import from here and only teach and show. Its layers, each importing only from
-itself and the layers before it in :data:`LAYERS` (``tests/test_layers.py`` checks):
-
-- ``core``: the ground: the one error, the clock, statistics, files;
-- ``setup``: profiles, paths, the environment, DALI's availability, progress;
-- ``data``: the synthetic set and your photos, images and masks, preparation, the split;
-- ``pipelines``: the augmentation policy and its Albumentations, Kornia and DALI pipelines;
-- ``training``: the U-Net, its trainer and logs, checkpoints, the fast recipe, fine-tuning,
-  several GPUs;
-- ``measure``: timing, the benchmark, profiling, the plots and what notebooks 06 and 08 report;
-- ``course``: the one ``start()`` of a notebook;
-- ``commands``: what a user runs: ``nailseg-predict``, ``nailseg-finetune``, ``nailseg-train``.
+The notebooks import from here and only teach and show. Its layers are :data:`LAYERS`, each
+importing only from itself and the layers before it (``tests/test_layers.py`` checks);
+``docs/code.md`` says what each holds and which notebook writes which module.
 """
 
 LAYERS = ("core", "setup", "data", "pipelines", "training", "measure", "course", "commands")

@@ -83,3 +83,14 @@ def test_each_installed_command_exits_0_after_a_run_that_succeeds(folders, scrip
                           check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "error" not in done.stderr.lower() and "{" not in done.stderr  # no dict printed
+
+
+def test_the_options_commands_share_are_declared_once():
+    """--profile and --checkpoint: one declaration, in command_line, that every command calls."""
+    import re
+    from pathlib import Path
+
+    commands = Path(__file__).resolve().parents[1] / "nailseg_common" / "commands"
+    for path in commands.glob("*.py"):
+        if path.name != "command_line.py":
+            assert not re.search(r"""add(?:_argument)?\(\s*["']--(?:profile|checkpoint)["']""", path.read_text()), path.name

@@ -85,3 +85,30 @@ def test_committed_time_to_accuracy_summary_follows_from_its_runs():
                                                        summary["target_s"])
     assert {"seed", "reached", "seconds_to_target", "steps_to_target", "best_iou",
             "compile_s"} <= set(committed["runs"][0])
+
+
+def git(*args, cwd):
+    import subprocess
+
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, check=True,
+                   capture_output=True)
+
+
+def test_fresh_clone_times_the_commit_and_appends_its_record(tmp_path):
+    from tools import fresh_clone
+
+    repo, log = tmp_path / "repo", tmp_path / "runs.json"
+    (repo / ".ci").mkdir(parents=True)
+    (repo / ".ci" / "run").write_text("echo '==== 5 passed, 1 skipped in 2.50s ===='\n")
+    git("init", "--quiet", cwd=repo)
+    git("add", ".", cwd=repo)
+    git("commit", "--quiet", "-m", "one", cwd=repo)
+    first = fresh_clone.run("test", "a note", log, root=repo)
+    fresh_clone.run("test", "", log, root=repo)
+    runs = json.loads(log.read_text())["runs"]
+    assert len(runs) == 2 and runs[0] == first
+    assert (first["target"], first["exit"], first["met"], first["pytest"]) == ("make test", 0, True, "5 passed, 1 skipped")
+    assert first["commit"] and first["goal_s"] == 480 and first["note"] == "a note" and "device" in first
+    (repo / ".ci" / "run").write_text("exit 3\n")  # uncommitted: the record would name the wrong commit
+    with pytest.raises(SystemExit, match="Uncommitted"):
+        fresh_clone.run("test", "", log, root=repo)

@@ -128,6 +128,20 @@ def _is_number(text: str) -> bool:
     return True
 
 
+def add_profile_option(parser: argparse.ArgumentParser, decides: str = "") -> None:
+    """``--profile``, declared here for every command; ``decides``: what it chooses there."""
+    parser.add_argument("--profile", default="", help=f"smoke, cpu or gpu{': ' + decides if decides else ''} "
+                        "(default: $NAILSEG_PROFILE, else chosen from the hardware)")
+
+
+def add_checkpoint_option(parser: argparse.ArgumentParser, names: str) -> None:
+    """``--checkpoint``, declared here for every command: ``names`` what it may be; its default
+    is notebook 06's choice, the same in every command."""
+    parser.add_argument("--checkpoint", default="",
+                        help=f"{names}; default: of the profile's newest best-*.ckpt and the course's "
+                             "model, the better on its synthetic validation")
+
+
 IMAGE_SIDE = (int, lambda side: side > 0 and side % 32 == 0,
               "the U-Net needs a positive multiple of 32, e.g. 160.")
 SEED = (int, lambda seed: 0 <= seed < 2**32, "give a whole number from 0 to 4294967295.")

@@ -40,6 +40,8 @@ from pathlib import Path
 
 from nailseg_common.commands.command_line import (
     IMAGE_SIDE,
+    add_checkpoint_option,
+    add_profile_option,
     at_least,
     check_numbers,
     choose_device,
@@ -145,15 +147,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "Images/ and Masks/ (a mask has its photo's name); only read")
     parser.add_argument("out", metavar="OUT", type=Path,
                         help=f"where {MODEL}, {SCORES} and {SUMMARY} go")
-    parser.add_argument("--checkpoint", default="",
-                        help="the model to start from (a best-*.ckpt of notebook 02 or 04, or a "
-                             "model.pt); default: as notebook 06, of the profile's newest "
-                             "best-*.ckpt and the course's model, the better on its synthetic "
-                             "validation")
-    parser.add_argument("--profile", default="",
-                        help="smoke, cpu or gpu: the recipe (keep_steps, keep_lr, "
-                             "keep_image_size, keep_folds); default: $NAILSEG_PROFILE, else "
-                             "chosen from the hardware")
+    add_checkpoint_option(parser, "the model to start from (a best-*.ckpt of notebook 02 or 04, or a model.pt)")
+    add_profile_option(parser, "the recipe (keep_steps, keep_lr, keep_image_size, keep_folds)")
     parser.add_argument("--steps", default=None,
                         help="optimizer steps of each run (default: the profile's keep_steps: "
                              "cpu 160, gpu 120)")

@@ -41,6 +41,8 @@ from typing import NamedTuple
 
 from nailseg_common.commands.command_line import (
     IMAGE_SIDE,
+    add_checkpoint_option,
+    add_profile_option,
     check_numbers,
     choose_device,
     create_out,
@@ -227,15 +229,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "mask at the photo's displayed size) and <stem>_overlay.jpg (the "
                              "photo, nails tinted red); new, empty or an earlier run's; it may lie inside "
                              "IMAGES (it is not read)")
-    parser.add_argument("--checkpoint", default="",
-                        help="a best-*.ckpt written by notebook 02 or 04 (runs/<profile>/<run>/"
-                             "version_N/checkpoints/), or a model notebook 06 saved; default: "
-                             "of the profile's newest best-*.ckpt and the course's model, the "
-                             "better on its synthetic validation")
-    parser.add_argument("--profile", default="",
-                        help="smoke, cpu or gpu: where the default checkpoint is looked for and "
-                             "the default --image-size (default: $NAILSEG_PROFILE, else chosen "
-                             "from the hardware)")
+    add_checkpoint_option(parser, "a best-*.ckpt written by notebook 02 or 04 (runs/<profile>/<run>/"
+                                  "version_N/checkpoints/), or a model notebook 06 or nailseg-finetune saved")
+    add_profile_option(parser, "where the default checkpoint is looked for and the default --image-size")
     parser.add_argument("--image-size", default=None,
                         help="side of the square the model sees, a multiple of 32 (default: "
                              "the side it was trained at, read from the checkpoint or its run's "

@@ -10,6 +10,7 @@ import sys
 
 from nailseg_common.commands.command_line import (
     SEED,
+    add_profile_option,
     check_numbers,
     joined_numbers,
     run_command,
@@ -31,8 +32,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         prog="nailseg-prepare",
         description="Generate the synthetic set if needed and prepare a dataset (the CSVs and "
                     "npy files the notebooks read), as notebook 01 does.")
-    parser.add_argument("--profile", default="", help="smoke, cpu or gpu (default: "
-                        "$NAILSEG_PROFILE, else chosen from the hardware)")
+    add_profile_option(parser)
     parser.add_argument("--data-root", default="", help="a real dataset (Images/1..4, "
                         "Masks/1..4, or flat Images/, Masks/); default: $NAILSEG_DATA_ROOT, else "
                         "the synthetic set")

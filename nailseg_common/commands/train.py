@@ -35,6 +35,7 @@ from pathlib import Path
 from nailseg_common.commands.command_line import (
     IMAGE_SIDE,
     SEED,
+    add_profile_option,
     at_least,
     check_numbers,
     create_out,
@@ -92,8 +93,7 @@ def argument_parser() -> argparse.ArgumentParser:
                     "several (Lightning DDP, a DALI shard per rank) until a target IoU, or "
                     "validate a checkpoint.")
     add = parser.add_argument
-    add("--profile", default="", help="smoke, cpu or gpu (default: $NAILSEG_PROFILE, else "
-        "from the hardware)")
+    add_profile_option(parser)
     add("--data-root", default="", help="a real dataset (default: the synthetic set)")
     add("--num-images", help="size of the synthetic set")
     add("--image-size", help="side of the square images the model sees")

@@ -1,11 +1,6 @@
-"""The course's plots and tables, notebook 08's two-GPU report among them, drawn for a blog
+"""The course's plots and tables, drawn for a blog
 column of 740 px: at most ``COLUMN_INCHES`` wide (a wider figure is scaled down as a whole),
 no text under ``MIN_FONT`` points, at most two panels of axes side by side.
-
-For notebook 08, the four launches of the training script combined into
-one record, shown the same way for this run and for the committed two-GPU results: the
-speed-up judged against one device of the same run and against N devices less the
-all-reduce the step profile finds exposed, with the spread of the epochs' windows.
 """
 
 from __future__ import annotations

@@ -1,1 +1,1 @@
-"""Set-up: profiles, paths, the one `start()` of a notebook, the environment, files, progress."""
+"""Set-up: the run's profiles, paths, the environment report, DALI's availability, progress."""
