@@ -6,6 +6,7 @@ import os
 import platform
 from datetime import UTC, datetime
 from importlib import metadata
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
@@ -34,12 +35,22 @@ def usable_cores() -> int:
     return max(1, cores or 1)
 
 
-def device_description() -> str:
-    """The GPU's name, or a CPU description with the core count."""
+def cpu_model() -> str:
+    """The CPU's model name (Linux's ``/proc/cpuinfo``), else what ``platform`` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
+
+def device_description() -> str:
+    """The GPU's name, or the CPU's model with the core count."""
     if torch.cuda.is_available():
         return f"GPU: {torch.cuda.get_device_name(0)} (CUDA {torch.version.cuda})"
-    return f"CPU only: {platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+    return f"CPU only: {cpu_model()} ({platform.machine()}), {os.cpu_count()} cores"
 
 
 def provenance() -> dict:
