@@ -647,7 +647,11 @@ later = {name: [run(f"{plan['devices']}_devices_seed{seed}", *plan_options(plan)
 # validations at the IoU level above. `show_seeds` then pairs the runs of each seed (the
 # same initial weights on one device and on N) and gives the median and range over the
 # seeds of both ratios: images per second on N devices over one, and time to the level on N
-# devices over one.
+# devices over one. Its last lines say why the time ratio is what it is: the images each run
+# needed to reach the level (a global batch N × larger often needs more), the seconds those
+# take at each run's speed beside the other seconds to the level (start-up, validations),
+# how often each run validates (a time to a level is known only to a validation), and the
+# speed a second GPU would need for 0.75 × the time, the goal, at those images.
 
 # %%
 record = two_gpus_report.combine(one, many, validation, ddp_one, later)

@@ -1,6 +1,8 @@
 """Notebook 08's training and its command, nailseg-train: the epoch coverage check, DALI's
 shard arithmetic it relies on, and the command line's refusals."""
 
+import json
+
 import numpy as np
 import pytest
 import pytorch_lightning as pl
@@ -12,6 +14,7 @@ from nailseg_common.commands.train import parse_args
 from nailseg_common.measure import two_gpus_report
 from nailseg_common.pipelines import dali_pipeline as dp
 from nailseg_common.setup import dali
+from nailseg_common.setup.paths import REPO_ROOT
 from nailseg_common.setup.profiles import select_profile
 from nailseg_common.training.multi_gpu import (
     StepProfile,
@@ -159,8 +162,10 @@ def test_one_device_under_ddp_splits_what_a_step_on_two_adds(capsys):
 
 def test_seeds_are_paired_and_summarised_by_median_and_range(capsys):
     def run(seed: int, img_s: float, seconds: float | None) -> dict:
-        history = [{"seconds": seconds, "val_iou": 0.9}] if seconds else [{"seconds": 1, "val_iou": 0.5}]
-        return {"config": {"seed": seed}, "train_img_s": img_s, "history": history}
+        history = ([{"seconds": seconds, "step": 10, "val_iou": 0.9}] if seconds
+                   else [{"seconds": 1, "step": 10, "val_iou": 0.5}])
+        return {"config": {"seed": seed, "profile": {"batch_size": 4}}, "world_size": 1, "train_img_s": img_s,
+                "history": history}
 
     record = {"seeds": {"one device": [run(0, 100, 10.0), run(1, 100, 8.0), run(2, 110, 9.0)],
                         "2 devices": [run(0, 190, 5.0), run(1, 200, None), run(2, 198, 6.3)]}}
@@ -331,3 +336,14 @@ def test_one_device_runs_under_ddp_only_when_asked(capsys):
     (["--warmup-steps", "many"], "--warmup-steps many: not a whole number; give 0 or more")])
 def test_a_wrong_number_exits_2_naming_the_option(capsys, option, message):
     assert message in refusal(capsys, ["--profile", "smoke", *option])
+
+
+def test_the_bottom_line_counts_the_images_each_run_needed_to_the_level():
+    """The committed two-GPU record: one device reached IoU 0.86 after 144 steps of 60 images,
+    two after 96 steps of 2 × 60; at 1.33 × the images, 0.75 × the time needs 1.78 × the speed."""
+    record = json.loads((REPO_ROOT / "results" / "two_gpus_h200x2.json").read_text())
+    lines = two_gpus_report.bottom_line(record, 0.86)
+    assert lines[0] == "to IoU 0.86, median over 3 seed(s): one device 8,640 images, 2 devices 11,520 (1.33×)"
+    assert "0.75× the time needs 1.78× the images/s" in lines[3]
+    assert lines[-1].startswith("time to IoU 0.86, 2 devices ÷ one (mean of 3 seed(s))") and "against 0.750" in lines[-1]
+    assert two_gpus_report.bottom_line(record, 0.99) == ["no seed reached IoU 0.99 on both: no bottom line"]

@@ -4,7 +4,9 @@ validation), where a step's time goes."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import statistics
 from pathlib import Path
 
@@ -12,7 +14,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import display
 
-from nailseg_common.core.statistics import Verdict, median_range, ratio_spread
+from nailseg_common.core.statistics import Verdict, mean_spread, median_range, ratio_spread
 from nailseg_common.measure.plots import (
     COLUMN_INCHES,
     column_subplots,
@@ -144,6 +146,63 @@ def show_seeds(record: dict, level: float) -> None:
         print(f"{what}, {many_name} ÷ one, over {len(values)} seed(s): {summary}"
               + (f"; {missing} seed(s) without it (level not reached, or too few epochs)"
                  if missing else ""))
+    print("\n".join(bottom_line(record, level)))
+
+
+TIME_GOAL = 0.75  # two devices' time to the level over one's: the course's goal for a second GPU
+
+
+def reaching(history: list[dict], level: float) -> dict | None:
+    """The first validation with ``val_iou >= level``, None when none reaches it."""
+    return next((row for row in history if row["val_iou"] >= level), None)
+
+
+def level_costs(run: dict, level: float) -> dict | None:
+    """What a run paid to reach IoU ``level``: its images (steps × global batch), the seconds
+    those images take at its training speed, the rest of its seconds to the level (start-up,
+    validations), and the seconds between its validations (how finely the level is timed)."""
+    row = reaching(run["history"], level)
+    if row is None or not run["train_img_s"]:
+        return None
+    images = row["step"] * run["world_size"] * run["config"]["profile"]["batch_size"]
+    times = [r["seconds"] for r in run["history"]]
+    return {"images": images, "training_s": images / run["train_img_s"],
+            "other_s": row["seconds"] - images / run["train_img_s"],
+            "validation_every_s": statistics.median(b - a for a, b in itertools.pairwise(times))
+            if len(times) > 1 else None}
+
+
+def bottom_line(record: dict, level: float) -> list[str]:
+    """Why N devices reach IoU ``level`` as soon as they do, over the seeds: the images each
+    needs to the level, the time those take at each's speed, the other seconds, the
+    validation interval; then the time ratio against ``TIME_GOAL``."""
+    (one_name, ones), (many_name, manys) = record["seeds"].items()
+    pairs = [(level_costs(one, level), level_costs(many, level)) for one, many in zip(ones, manys)]
+    pairs = [(one, many) for one, many in pairs if one and many]
+    if not pairs:
+        return [f"no seed reached IoU {level} on both: no bottom line"]
+
+    def median(key: str, side: int) -> float:
+        values = [pair[side][key] for pair in pairs if pair[side][key] is not None]
+        return statistics.median(values) if values else math.nan
+
+    ratios = [many["training_s"] + many["other_s"] for _, many in pairs]
+    ratios = [total / (one["training_s"] + one["other_s"]) for total, (one, _) in zip(ratios, pairs)]
+    lines = [
+        (f"to IoU {level}, median over {len(pairs)} seed(s): {one_name} {median('images', 0):,.0f} images, "
+         f"{many_name} {median('images', 1):,.0f} ({median('images', 1) / median('images', 0):.2f}×)"),
+        (f"  those images at each run's speed: {median('training_s', 0):.1f} s and {median('training_s', 1):.1f} s; "
+         f"the other seconds (start-up, validations): {median('other_s', 0):.1f} s and {median('other_s', 1):.1f} s"),
+        (f"  a validation every {median('validation_every_s', 0):.1f} s and "
+         f"{median('validation_every_s', 1):.1f} s: each time is known to about one interval")]
+    images = median("images", 1) / median("images", 0)
+    speed = statistics.median(many["images"] / many["training_s"] / (one["images"] / one["training_s"])
+                              for one, many in pairs)
+    lines.append(f"  at {images:.2f}× the images, {TIME_GOAL}× the time needs {images / TIME_GOAL:.2f}× the "
+                 f"images/s; these runs gave {speed:.2f}×")
+    verdict = Verdict(f"time to IoU {level}, {many_name} ÷ one (mean of {len(ratios)} seed(s))",
+                      statistics.fmean(ratios), TIME_GOAL, mean_spread(ratios), "the goal", higher_is_better=False)
+    return [*lines, str(verdict)]
 
 
 def show_checks(record: dict) -> None:
