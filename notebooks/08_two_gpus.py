@@ -665,10 +665,13 @@ two_gpus_report.show_checks(record)
 #
 # Two GPUs reach `N ×` the images per second of one only if a step on two takes as long as
 # a step on one. `explain_speedup` puts the profiled steps of both runs side by side: the
-# three parts of a profiled step (compute, all-reduce not hidden, idle), then the epoch
-# boundary, spread over the steps of an epoch (the median training time of an epoch per
-# step, minus the profiled step's wall time). The parts add up to the time per step that
-# the images per second above come from. Its last line is a lesson more than a target: if
+# three parts of a profiled step (compute, all-reduce not hidden, idle), then the rest: the
+# time per step of the unprofiled epochs less the profiled step's wall time, that is the
+# epoch boundary spread over the steps less what the profiler added to the profiled steps
+# (negative when the profiler added more). The parts add up to the time per step that the
+# images per second above come from; where the rest is negative, the three parts carry the
+# profiler's cost, and a change of a part smaller than the change of the rest between the
+# runs is not resolved: the table says so. Its last line is a lesson more than a target: if
 # the all-reduce not hidden were all a second GPU cost, the images per second would grow
 # N × (one device's step) / (that step + the exposed all-reduce); where the measured speed-up
 # misses that, the cost lies elsewhere, in the parts that grew. The column of (e), one device

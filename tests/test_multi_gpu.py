@@ -129,18 +129,20 @@ def test_a_step_profile_never_reads_a_negative_idle_time():
     assert split_steps(None, wall_ms=3.0, steps=2)["idle_ms"] is None
 
 
-def test_the_step_table_never_reads_a_negative_epoch_boundary(capsys):
-    """Profiled steps (10 ms) slower than an epoch's median step (8 ms of wall time a step):
-    the boundary reads 0, and the profiler's 2 ms are named, not shown as a negative time."""
+def test_the_step_table_adds_up_to_the_time_per_step(capsys):
+    """Profiled steps (10 ms) slower than an unprofiled one (8 ms of wall time a step): the rest
+    reads -2 ms, the parts still add up to the 8 ms, and the profiler's 2 ms are named."""
     profiled = {"compute_ms": 9.0, "all_reduce_not_hidden_ms": 0.5, "idle_ms": 0.5, "wall_ms": 10.0}
     one = {"step_profile": profiled, "world_size": 1, "config": {"profile": {"batch_size": 4}},
            "epochs": [{"seconds": 0.8, "images": 400}] * 3}  # 100 steps of 4 in 0.8 s: 8 ms a step
     record = {"runs": {"one": one, "two": one | {"world_size": 2}}}  # 16 ms a step of 8
     table = two_gpus_report.step_breakdown(record["runs"])
-    assert table.loc["epoch boundary, per step"].tolist() == [0.0, 6.0]
+    assert table.loc[two_gpus_report.REST].tolist() == [-2.0, 6.0]
+    assert table.loc[list(two_gpus_report.STEP_PARTS)].sum().tolist() == table.loc["time per step"].tolist()
     two_gpus_report.explain_speedup(record)
-    assert "one: the profiled steps took 2.00 ms longer than an epoch's median step" in \
-        capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "one: the profiled steps took 2.00 ms longer than an unprofiled step" in out
+    assert "differs between the runs by up to 8.0 ms a step" in out
 
 
 def test_one_device_under_ddp_splits_what_a_step_on_two_adds(capsys):

@@ -226,32 +226,36 @@ def show_checks(record: dict) -> None:
 
 DDP_ON_ONE = "one device under DDP"
 NCCL_IN_ALL = "NCCL kernels, hidden or not"
-STEP_PARTS = ("compute (kernels other than NCCL's)", "all-reduce not hidden", "idle within the steps",
-              "epoch boundary, per step")
+REST = "the rest: epoch boundary less the profiler's cost"
+STEP_PARTS = ("compute (kernels other than NCCL's)", "all-reduce not hidden", "idle within the steps", REST)
 
 
 def step_breakdown(runs: dict[str, dict]) -> pd.DataFrame | None:
-    """Milliseconds per training step of each run, by part; None without step profiles."""
+    """Milliseconds per training step of each run, by part, the parts adding up to its time per
+    step (the median of its unprofiled epochs): the three parts of its profiled steps (their
+    wall), then the rest, the time per step less that wall: the epoch boundary spread over the
+    steps, less what the profiler added to the profiled steps (negative when the profiler
+    added more). None without step profiles."""
     columns = {}
     for name, run in runs.items():
         profiled = run.get("step_profile")
-        later = run["epochs"][1:]
+        later = [epoch for index, epoch in enumerate(run["epochs"]) if index > 0
+                 and epoch.get("epoch", index) != (profiled or {}).get("epoch")]
         if not profiled or not later:
             return None
         batch = run["world_size"] * run["config"]["profile"]["batch_size"]
         per_step_ms = statistics.median(1e3 * e["seconds"] * batch / e["images"] for e in later)
-        # the boundary is never negative: profiled steps slower than an epoch's median step
-        # paid for the profiler
         parts = (profiled["compute_ms"], profiled["all_reduce_not_hidden_ms"], profiled["idle_ms"],
-                 max(0.0, per_step_ms - profiled["wall_ms"]))
+                 per_step_ms - profiled["wall_ms"])
         columns[name] = dict(zip(STEP_PARTS, parts)) | {
-            "time per step": per_step_ms, "images per step": batch,
+            "profiled step": profiled["wall_ms"], "time per step": per_step_ms, "images per step": batch,
             NCCL_IN_ALL: profiled.get("nccl_ms")}  # hidden or not
     return pd.DataFrame(columns)
 
 
 def explain_speedup(record: dict) -> None:
-    """The breakdown table, and the difference per step between the runs, part by part."""
+    """The breakdown table, and the difference per step between the runs, part by part, with
+    how much of it the profiler's cost leaves unresolved."""
     (one_name, one), (many_name, many) = record["runs"].items()
     ddp_one = record.get("ddp_on_one_device")
     table = step_breakdown({one_name: one, **({DDP_ON_ONE: ddp_one} if ddp_one else {}),
@@ -261,12 +265,12 @@ def explain_speedup(record: dict) -> None:
         return
     display(table.round(2))
     for name in table.columns:
-        over = sum(table.loc[part, name] for part in STEP_PARTS) - table.loc["time per step", name]
-        if over > 0:
-            print(f"{name}: the profiled steps took {over:.2f} ms longer than an epoch's median "
-                  "step (the profiler's own cost), so its epoch boundary reads 0")
+        rest = table.loc[REST, name]
+        if rest < 0:
+            print(f"{name}: the profiled steps took {-rest:.2f} ms longer than an unprofiled step: "
+                  "the profiler added at least that to the parts above")
     difference = (table[many_name] - table[one_name]).drop(["time per step", "images per step",
-                                                             NCCL_IN_ALL])
+                                                             "profiled step", NCCL_IN_ALL])
     if difference.isna().any():
         print("no GPU: the profile holds wall time only, the parts are not measured")
         return
@@ -276,7 +280,10 @@ def explain_speedup(record: dict) -> None:
           f"({one_ms:.1f} ms), so the images/s grow {devices:.0f} × {one_ms:.1f} / {many_ms:.1f} "
           f"= {devices * one_ms / many_ms:.2f} ×; the difference by part:")
     for part, ms in difference.sort_values(ascending=False).items():
-        print(f"  {part:38s} {ms:+6.2f} ms")
+        print(f"  {part:50s} {ms:+6.2f} ms")
+    if table.loc[REST].lt(0).any():
+        print(f"  the parts of profiled steps carry the profiler's cost, which differs between the runs "
+              f"by up to {abs(difference[REST]):.1f} ms a step: a part's change smaller than that is not resolved")
     if DDP_ON_ONE in table:
         own_ms = table.loc["time per step", DDP_ON_ONE] - one_ms
         print(f"of the {many_ms - one_ms:+.1f} ms, DDP's own work (one device under DDP) takes "
