@@ -276,6 +276,17 @@ def test_targets_are_derived_from_the_run(results):
     assert 0 < delivers.spread < math.inf
 
 
+def test_a_pipeline_below_its_work_in_series_is_named(results):
+    """Kornia training under the ratio of its own work in series, by more than its spread, is
+    a contradiction the lesson explains; at that ratio it is not."""
+    below = json.loads(json.dumps(results))
+    serial = benchmark.serial_ratio(below, "kornia")
+    below["pipelines"]["kornia"]["train_ratio_to_bound"] = serial - benchmark.ratio_to_bound_spread(below, "kornia") - 0.01
+    assert "below even its work in series" in "\n".join(benchmark.lessons(below))
+    below["pipelines"]["kornia"]["train_ratio_to_bound"] = serial
+    assert "below even its work in series" not in "\n".join(benchmark.lessons(below))
+
+
 def test_the_committed_reference_is_judged_from_its_own_windows():
     committed = benchmark.load_results()
     if committed is None:  # the committed run measured an older schema's pipelines

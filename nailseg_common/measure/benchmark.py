@@ -534,6 +534,9 @@ def lessons(results: dict) -> list[str]:
                      f"{serial_ratio(results, 'kornia'):.3f} if fully in series")
         lines.append(f"  a batch: the step at the bound {1000 * batch / bound_img_s:.1f} ms, "
                      f"the loader and augmentation alone {1000 * batch / kornia['loader_img_s']:.1f} ms")
+        if kornia["train_ratio_to_bound"] + ratio_to_bound_spread(results, "kornia") < serial_ratio(results, "kornia"):
+            lines.append("  below even its work in series: the step and the loader slow each other down "
+                         "(one GPU and one main process for both) by more than their times add up")
     best, needed = best_albumentations(results), cpu_workers_to_reach_bound(results)
     if best is not None:
         lines.append(f"lesson, {best} (CPU workers): {pipelines[best]['train_ratio_to_bound']:.3f} "
