@@ -86,11 +86,13 @@ def test_each_installed_command_exits_0_after_a_run_that_succeeds(folders, scrip
 
 
 def test_the_options_commands_share_are_declared_once():
-    """--profile and --checkpoint: one declaration, in command_line, that every command calls."""
+    """--profile: one declaration, in setup.profiles, for every command line of the package;
+    --checkpoint: one, in command_line, for the commands."""
     import re
     from pathlib import Path
 
-    commands = Path(__file__).resolve().parents[1] / "nailseg_common" / "commands"
-    for path in commands.glob("*.py"):
-        if path.name != "command_line.py":
-            assert not re.search(r"""add(?:_argument)?\(\s*["']--(?:profile|checkpoint)["']""", path.read_text()), path.name
+    owners = {"profile": "profiles.py", "checkpoint": "command_line.py"}
+    for path in (Path(__file__).resolve().parents[1] / "nailseg_common").rglob("*.py"):
+        for option, owner in owners.items():
+            declared = re.search(rf"""add(?:_argument)?\(\s*["']--{option}["']""", path.read_text())
+            assert (path.name == owner) == bool(declared), f"--{option} in {path.name}"

@@ -128,12 +128,6 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def add_profile_option(parser: argparse.ArgumentParser, decides: str = "") -> None:
-    """``--profile``, declared here for every command; ``decides``: what it chooses there."""
-    parser.add_argument("--profile", default="", help=f"smoke, cpu or gpu{': ' + decides if decides else ''} "
-                        "(default: $NAILSEG_PROFILE, else chosen from the hardware)")
-
-
 def add_checkpoint_option(parser: argparse.ArgumentParser, names: str) -> None:
     """``--checkpoint``, declared here for every command: ``names`` what it may be; its default
     is notebook 06's choice, the same in every command."""

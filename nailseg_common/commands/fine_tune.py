@@ -41,7 +41,6 @@ from pathlib import Path
 from nailseg_common.commands.command_line import (
     IMAGE_SIDE,
     add_checkpoint_option,
-    add_profile_option,
     at_least,
     check_numbers,
     choose_device,
@@ -82,6 +81,7 @@ with starting(__name__):  # Ctrl-C during these imports: one line (see command_l
     from nailseg_common.setup.profiles import (
         PROFILES,
         Profile,
+        add_profile_option,
         profile_name,
         select_profile,
         set_matmul_precision,

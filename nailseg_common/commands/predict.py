@@ -42,7 +42,6 @@ from typing import NamedTuple
 from nailseg_common.commands.command_line import (
     IMAGE_SIDE,
     add_checkpoint_option,
-    add_profile_option,
     check_numbers,
     choose_device,
     create_out,
@@ -65,7 +64,7 @@ with starting(__name__):  # Ctrl-C during these imports: one line (see command_l
     from nailseg_common.data.preparation import IMAGE_SUFFIXES
     from nailseg_common.pipelines.albumentations_pipeline import valid_transform
     from nailseg_common.setup.paths import runs_dir, shown
-    from nailseg_common.setup.profiles import PROFILES, profile_name
+    from nailseg_common.setup.profiles import PROFILES, add_profile_option, profile_name
     from nailseg_common.setup.progress import progress
     from nailseg_common.training.checkpoints import SHIPPED_MODEL, build_model, choose_checkpoint
     from nailseg_common.training.fine_tuning import predict_logits

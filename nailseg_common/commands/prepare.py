@@ -10,7 +10,6 @@ import sys
 
 from nailseg_common.commands.command_line import (
     SEED,
-    add_profile_option,
     check_numbers,
     joined_numbers,
     run_command,
@@ -19,7 +18,7 @@ from nailseg_common.commands.command_line import (
 
 with starting(__name__):  # Ctrl-C during these imports: one line (see command_line)
     from nailseg_common.data.preparation import STOPPED, ensure_prepared, summary
-    from nailseg_common.setup.profiles import select_profile
+    from nailseg_common.setup.profiles import add_profile_option, select_profile
 
 
 NUMBERS = {"--seed": SEED}

@@ -35,7 +35,6 @@ from pathlib import Path
 from nailseg_common.commands.command_line import (
     IMAGE_SIDE,
     SEED,
-    add_profile_option,
     at_least,
     check_numbers,
     create_out,
@@ -55,7 +54,7 @@ with starting(__name__):  # Ctrl-C or SIGTERM during these imports: one line (se
     from nailseg_common.data.preparation import ensure_prepared, read_split
     from nailseg_common.setup.dali import dali_available, dali_status
     from nailseg_common.setup.paths import REPO_ROOT, runs_dir, shown
-    from nailseg_common.setup.profiles import Profile, select_profile
+    from nailseg_common.setup.profiles import Profile, add_profile_option, select_profile
     from nailseg_common.training.checkpoints import read_checkpoint
     from nailseg_common.training.multi_gpu import local_rank, run, shard_sizes
 

@@ -563,10 +563,14 @@ def describe_targets(results: dict) -> str:
 def main(argv: list[str] | None = None) -> Path:
     """Command line: prepare the data, run every pipeline and the bound, write the JSON."""
     from nailseg_common.data.preparation import ensure_prepared
-    from nailseg_common.setup.profiles import select_profile, set_matmul_precision
+    from nailseg_common.setup.profiles import (
+        add_profile_option,
+        select_profile,
+        set_matmul_precision,
+    )
 
     parser = argparse.ArgumentParser(prog="python -m nailseg_common.measure.benchmark", description=__doc__.split("\n")[0])
-    parser.add_argument("--profile", default="", help="smoke, cpu or gpu (default: $NAILSEG_PROFILE or the hardware)")
+    add_profile_option(parser)
     parser.add_argument("--out", default=None, help="JSON file (default: results/benchmark_<profile>.json)")
     parser.add_argument("--data-root", default="", help="a real dataset (Images/1..4, Masks/1..4)")
     parser.add_argument("--workers", type=int, nargs="+", default=None, help="Albumentations worker counts")

@@ -7,6 +7,7 @@ hardware, so papermill, nbmake and a student clicking "Run all" all get a sensib
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
 from dataclasses import dataclass
@@ -151,6 +152,13 @@ def profile_name(name: str | None = None) -> str:
         raise DataError(f"Unknown profile {name!r}: choose one of {sorted(PROFILES)} "
                         "(set NAILSEG_PROFILE, the notebook's `profile` parameter or --profile).")
     return name
+
+
+def add_profile_option(parser: argparse.ArgumentParser, decides: str = "") -> None:
+    """``--profile``, declared here for every command line of the package (the commands, the
+    benchmark); ``decides``: what it chooses there."""
+    parser.add_argument("--profile", default="", help=f"smoke, cpu or gpu{': ' + decides if decides else ''} "
+                        "(default: $NAILSEG_PROFILE, else chosen from the hardware)")
 
 
 def select_profile(name: str | None = None, **overrides) -> Profile:
