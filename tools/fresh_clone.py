@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import subprocess
 import tempfile
 import time
@@ -58,9 +59,9 @@ def course_readings(clone: Path) -> dict:
     return {"papermill_s": seconds, "hard_dice": dice}
 
 
-def run(target: str, note: str, log: Path = LOG, root: Path = ROOT) -> dict:
+def run(target: str, note: str, log: Path = LOG, root: Path = ROOT, keep: Path | None = None) -> dict:
     """Clone ``root``'s HEAD into a temporary folder, time ``target`` there, append the record
-    to ``log``."""
+    to ``log``; ``keep``: a folder for the executed notebooks of ``course``."""
     commit = head_commit(root)
     with tempfile.TemporaryDirectory(prefix=f"fresh-{target}-") as folder:
         clone = Path(folder) / "clone"
@@ -79,6 +80,8 @@ def run(target: str, note: str, log: Path = LOG, root: Path = ROOT) -> dict:
             record["pytest"] = summary[-1] if summary else None
         else:
             record.update(course_readings(clone))
+            if keep is not None and (clone / "build" / "notebooks").is_dir():
+                shutil.copytree(clone / "build" / "notebooks", keep, dirs_exist_ok=True)
         if done.returncode:
             record["last_lines"] = output.splitlines()[-15:]
     runs = json.loads(log.read_text())["runs"] if log.exists() else []
@@ -92,8 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("target", choices=sorted(COMMANDS))
     parser.add_argument("--note", default="", help="what else a reader of the record should know")
     parser.add_argument("--log", type=Path, default=LOG)
+    parser.add_argument("--keep", type=Path, help="course: copy the executed notebooks here")
     args = parser.parse_args(argv)
-    record = run(args.target, args.note, args.log)
+    record = run(args.target, args.note, args.log, keep=args.keep)
     goal = "met" if record["met"] else "missed"
     print(f"{record['target']} at {record['commit']}: exit {record['exit']}, {record['wall_s']:.0f} s "
           f"(goal {record['goal_s']} s: {goal}); appended to {args.log}")
