@@ -1,6 +1,10 @@
 """The course's plots and tables, drawn for a blog
 column of 740 px: at most ``COLUMN_INCHES`` wide (a wider figure is scaled down as a whole),
-no text under ``MIN_FONT`` points, at most two panels of axes side by side.
+no text under ``MIN_FONT`` points, at most two panels of axes side by side; legends outside
+the data (under the x label, beside the axes, in a spare panel or under the panels), a
+figure's title above its panels' titles, score axes (Dice, IoU) scaled to the scores, and
+one scale for one quantity in a figure. ``tests/test_figures.py`` measures each function's
+figure for these.
 """
 
 from __future__ import annotations
@@ -9,7 +13,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from nailseg_common.core.statistics import mean_spread
 
@@ -24,21 +28,65 @@ def column_subplots(*args, figsize=(6.4, 4.8), **kwargs):
         width, height = COLUMN_INCHES, height * COLUMN_INCHES / width
     return plt.subplots(*args, figsize=(width, height), **kwargs)
 
+
+def _legend_below(ax, ncol: int = 2, **kwargs):
+    """The legend of ``ax`` under its x label, outside the data: anchored a fixed distance
+    (in inches, measured from the ticks and label drawn now) below the axes, so that it
+    stays clear of them whatever the layout does to the axes' height."""
+    from matplotlib.transforms import ScaledTranslation
+
+    handles, labels = ax.get_legend_handles_labels()
+    if not handles:
+        return None
+    figure = ax.figure
+    renderer = figure.canvas.get_renderer()
+    below = ax.get_window_extent(renderer).y0 - ax.xaxis.get_tightbbox(renderer).y0
+    offset = ScaledTranslation(0, -(max(below, 0) / figure.dpi + 0.06), figure.dpi_scale_trans)
+    return ax.legend(handles, labels, fontsize=MIN_FONT, loc="upper center", bbox_to_anchor=(0.5, 0),
+                     bbox_transform=ax.transAxes + offset, ncol=min(ncol, len(handles)), **kwargs)
+
+
+def _score_limits(ax, values, ceiling: float = 1.0) -> None:
+    """A score axis (Dice, IoU) from a bit below the lowest of ``values`` to a bit above the
+    highest, at most ``ceiling``: scores between 0.83 and 0.97 fill the axis, not a tenth of it."""
+    import numpy as np
+
+    values = np.asarray([v for v in values if v is not None], dtype=float)
+    values = values[np.isfinite(values)]
+    if not len(values):
+        return
+    low, high = float(values.min()), float(values.max())
+    pad = max(0.02, 0.08 * (high - low))
+    ax.set_ylim(max(0.0, low - pad), min(ceiling, high + pad))
+
+
 # --- benchmark (notebook 05) ---------------------------------------------------------
+
+_PIPELINE_COLOURS = {"kornia_cpu_decode_sequential": "tab:olive", "kornia_cpu_decode": "tab:brown",
+                    "kornia": "tab:purple", "kornia_cache": "tab:pink", "dali": "tab:green",
+                    "dali_no_hw_decoder": "tab:cyan"}  # one colour per pipeline, in every panel
 
 
 def _bench_title(ax, results: dict, what: str) -> None:
     ax.set_title(f"{what}\n{results['device']}, {results['config']['image_size']} px, "
-                 f"batch {results['config']['batch_size']}, {results['date'][:10]}", fontsize=9)
+                 f"batch {results['config']['batch_size']}, {results['date'][:10]}", fontsize=MIN_FONT)
+
+
+def _log_rates(ax) -> None:
+    """The x axis of images/s on a log scale, labelled 100, 200, 500, 1000..."""
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())  # no labels in between to overlap
+    ax.set_xlabel("images / s (log scale)")
 
 
 def _pipeline_axis(ax, names: list[str]) -> None:
     """Pipelines as rows, the first on top (horizontal bars: long names never overlap), and
-    the legend below the axes, where it hides no bar."""
+    the legend under the x label, where it hides no bar."""
     ax.set_yticks(range(len(names)), names, fontsize=MIN_FONT)
     ax.set_ylim(len(names) - 0.5, -0.5)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=MIN_FONT, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
+    _legend_below(ax, ncol=3)
 
 
 def plot_benchmark_throughput(results: dict, ax=None):
@@ -47,8 +95,9 @@ def plot_benchmark_throughput(results: dict, ax=None):
     import numpy as np
 
     names = list(results["pipelines"])
-    if ax is None:
-        _, ax = column_subplots(figsize=(8, 2.0 + 0.5 * len(names)))
+    made = ax is None
+    if made:
+        _, ax = column_subplots(figsize=(COLUMN_INCHES, 1.9 + 0.4 * len(names)))
     y = np.arange(len(names))
     for offset, key, colour in ((-0.2, "loader", "tab:blue"), (0.2, "train", "tab:orange")):
         stats = [results["pipelines"][n][key] for n in names]
@@ -60,17 +109,21 @@ def plot_benchmark_throughput(results: dict, ax=None):
     bound = results["bound"]
     ax.axvspan(bound["img_s_min"], bound["img_s_max"], color="grey", alpha=0.2)
     ax.axvline(bound["img_s"], color="black", linestyle="--", label="bound (batches on device)")
-    rates = [r for n in names for r in (results["pipelines"][n]["loader_img_s"],
-                                        results["pipelines"][n]["train_img_s"])] + [bound["img_s"]]
-    if max(rates) > 20 * min(rates):  # a loader far faster than training: keep both readable
-        ax.set_xscale("log")
-        ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))  # 100, 200, 500, 1000...
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-        ax.xaxis.set_minor_formatter(NullFormatter())  # no labels in between to overlap
-    ax.set_xlabel("images / s" + (" (log scale)" if ax.get_xscale() == "log" else ""))
+    ax.set_xlabel("images / s")
+    if _wide_rates(results):  # a loader far faster than training: keep both readable
+        _log_rates(ax)
     _pipeline_axis(ax, names)
     _bench_title(ax, results, "Throughput")
+    if made:
+        ax.figure.tight_layout()
     return ax
+
+
+def _wide_rates(results: dict) -> bool:
+    """Whether the rates of ``results`` span more than 20x (a log axis shows them all)."""
+    rates = [r for p in results["pipelines"].values() for r in (p["loader_img_s"], p["train_img_s"])]
+    rates.append(results["bound"]["img_s"])
+    return max(rates) > 20 * min(rates)
 
 
 def plot_ratio_to_bound(results: dict, ax=None):
@@ -80,8 +133,9 @@ def plot_ratio_to_bound(results: dict, ax=None):
     from nailseg_common.measure.benchmark import ratio_to_bound_spread, serial_ratio
 
     names = list(results["pipelines"])
-    if ax is None:
-        _, ax = column_subplots(figsize=(8, 2.0 + 0.4 * len(names)))
+    made = ax is None
+    if made:
+        _, ax = column_subplots(figsize=(COLUMN_INCHES, 1.9 + 0.35 * len(names)))
     ratios = [results["pipelines"][n]["train_ratio_to_bound"] for n in names]
     bars = ax.barh(range(len(names)), ratios, color="tab:orange",
                    xerr=[ratio_to_bound_spread(results, n) for n in names], capsize=3)
@@ -99,45 +153,73 @@ def plot_ratio_to_bound(results: dict, ax=None):
     ax.set_xlabel("training rate / bound")
     _pipeline_axis(ax, names)
     _bench_title(ax, results, "Share of the bound")
+    if made:
+        ax.figure.tight_layout()
     return ax
 
 
 def plot_worker_scaling(results: dict, ax=None):
     """Albumentations images/s against CPU workers, with the GPU pipelines and the bound as lines."""
-    if ax is None:
-        _, ax = column_subplots(figsize=(6, 4))
+    made = ax is None
+    if made:
+        _, ax = column_subplots(figsize=(COLUMN_INCHES, 4.6))
     albu = sorted((p for p in results["pipelines"].values() if p["family"] == "albumentations"),
                   key=lambda p: p["num_workers"])
     workers = [p["num_workers"] for p in albu]
-    ax.plot(workers, [p["loader_img_s"] for p in albu], "o-", label="Albumentations loader alone")
-    ax.plot(workers, [p["train_img_s"] for p in albu], "s-", label="Albumentations training")
-    colours = {"kornia": "tab:purple", "dali": "tab:green"}
+    ax.plot(workers, [p["loader_img_s"] for p in albu], "o-", color="tab:blue",
+            label="Albumentations loader alone")
+    ax.plot(workers, [p["train_img_s"] for p in albu], "s-", color="tab:orange",
+            label="Albumentations training")
     for name, p in results["pipelines"].items():
         if p["family"] != "albumentations":
-            ax.axhline(p["train_img_s"], linestyle="-.", color=colours.get(p["family"], "tab:grey"),
+            ax.axhline(p["train_img_s"], linestyle="-.", color=_PIPELINE_COLOURS.get(name, "tab:grey"),
                        label=f"{name} training")
     ax.axhline(results["bound"]["img_s"], color="black", linestyle="--", label="bound")
     ax.set_xticks(workers)
     ax.set_xlabel("DataLoader workers")
     ax.set_ylabel("images / s")
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize=MIN_FONT)
+    _legend_below(ax, ncol=2)
     _bench_title(ax, results, "Scaling with CPU workers")
+    if made:
+        ax.figure.tight_layout()
     return ax
 
+
 def plot_benchmark_sets(result_sets: dict, plot, **kwargs):
-    """One panel per benchmark result (``{name: results}``), one above the other, drawn by ``plot(results, ax=...)``."""
+    """One panel per benchmark result (``{name: results}``) drawn by ``plot(results, ax=...)``:
+    bar charts of the pipelines one above the other (two side by side leave no room for the
+    names), the worker scaling side by side; one legend under the panels, one title above
+    them, and one scale for images/s in every panel."""
     if not result_sets:
         raise ValueError("No benchmark results to plot: set run_live = True, or commit "
                          "results/benchmark_h200.json (python -m nailseg_common.measure.benchmark --profile gpu).")
-    rows = max(len(results["pipelines"]) for results in result_sets.values())
-    # one panel per row: two horizontal bar charts side by side leave no room for the names
-    fig, axes = column_subplots(len(result_sets), 1, squeeze=False,
-                          figsize=(COLUMN_INCHES, len(result_sets) * max(3.5, 2.7 + 0.45 * rows)))
-    for ax, (name, results) in zip(axes[:, 0], result_sets.items()):
+    count = len(result_sets)
+    if plot is plot_worker_scaling:
+        shape, figsize, options = (1, count), (COLUMN_INCHES, 4.4 if count > 1 else 4.0), {}
+    else:  # each panel as tall as its bars, ticks and title, then the figure's title and legend
+        heights = [1.0 + 0.3 * len(results["pipelines"]) for results in result_sets.values()]
+        shape, figsize = (count, 1), (COLUMN_INCHES, sum(heights) + 0.8)
+        options = {"gridspec_kw": {"height_ratios": heights}}
+    fig, axes = column_subplots(*shape, squeeze=False, figsize=figsize, layout="constrained", **options)
+    entries = {}
+    for ax, (name, results) in zip(axes.flat, result_sets.items()):
         plot(results, ax=ax, **kwargs)
-        ax.set_title(f"{name}: {ax.get_title()}", fontsize=9)
-    fig.tight_layout()
+        what = ax.get_title().split("\n")[0]
+        separator = "\n" if shape[1] > 1 else ", "
+        ax.set_title(f"{name}: {results['device']}{separator}{results['config']['image_size']} px, "
+                     f"batch {results['config']['batch_size']}, {results['date'][:10]}", fontsize=MIN_FONT)
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+    if any(ax.get_xscale() == "log" for ax in axes.flat) and plot is plot_benchmark_throughput:
+        for ax in axes.flat:  # the same quantity on the same scale in every panel
+            _log_rates(ax)
+    fig.suptitle(what, fontsize=11)
+    if entries:
+        fig.legend(entries.values(), entries.keys(), loc="outside lower center", fontsize=MIN_FONT,
+                   ncol=min(3 if max(map(len, entries)) <= 30 else 2, len(entries)))
     return fig
 
 
@@ -200,10 +282,9 @@ def plot_image_sizes(table):
     left.set_xlabel("width (px)")
     left.set_ylabel("height (px)")
     left.set_title("Image sizes")
-    left.legend(fontsize=MIN_FONT)
     right.hist([table[table["type"] == k]["width"] / table[table["type"] == k]["height"]
                 for k in types], bins=20, stacked=True, label=[f"type {k}" for k in types])
-    right.legend(fontsize=MIN_FONT)
+    right.legend(fontsize=MIN_FONT, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # both panels' colours
     right.set_xlabel("aspect ratio (width / height)")
     right.set_ylabel("images")
     right.set_title("Aspect ratios")
@@ -257,14 +338,17 @@ def plot_augmentation_gallery(panels: dict, max_images: int = 4):
 def plot_share_of_bound(shares: dict, title: str, target: float | None = None, ax=None):
     """Horizontal bars: each pipeline's training rate as a share of the bound (1.0), top down
     in the order of ``shares`` (``{name: share}``), with an optional dotted target line."""
-    if ax is None:
-        _, ax = column_subplots(figsize=(7, 0.6 + 0.5 * len(shares)))
+    made = ax is None
+    if made:
+        _, ax = column_subplots(figsize=(COLUMN_INCHES, 1.2 + 0.45 * len(shares)))
     ax.barh(list(shares), list(shares.values()), color="tab:purple")
     ax.invert_yaxis()
     if target is not None:
         ax.axvline(target, color="red", linestyle=":", label=f"target {target:.2f}")
-        ax.legend()
     ax.set(xlabel="training images/s ÷ bound", title=title)
+    _legend_below(ax)
+    if made:
+        ax.figure.tight_layout()  # the long names inside the figure, not past its edge
     return ax
 
 
@@ -280,8 +364,8 @@ def plot_training_curves(runs: dict, x: str = "epoch"):
     (threshold 0.5, per image, averaged).
     """
     fig, axes = column_subplots(2, 2, figsize=(COLUMN_INCHES, 6.4))  # two panels a row
-    loss_ax, dice_ax, iou_ax, spare = axes.flat
-    spare.axis("off")
+    loss_ax, dice_ax, iou_ax, legend_ax = axes.flat
+    legend_ax.axis("off")  # the fourth panel holds the legend of the three, over no data
     for index, (label, metrics) in enumerate(runs.items()):
         colour, valid = f"C{index}", metrics.dropna(subset=["val_dice"])  # validated epochs
         marker = "o" if len(valid) < 30 else None
@@ -293,10 +377,14 @@ def plot_training_curves(runs: dict, x: str = "epoch"):
         iou_ax.plot(valid.index, valid["val_iou"], color=colour, marker=marker, label=label)
     loss_ax.set(xlabel=x, ylabel="Lovász + CE + soft-Dice loss",
                 title="Loss")
-    dice_ax.set(xlabel=x, ylim=(0, 1), title="Validation Dice (threshold 0.5)")
-    iou_ax.set(xlabel=x, ylim=(0, 1), title="Validation IoU (threshold 0.5)")
+    dice_ax.set(xlabel=x, title="Validation Dice (threshold 0.5)")
+    iou_ax.set(xlabel=x, title="Validation IoU (threshold 0.5)")
+    for ax, column in ((dice_ax, "val_dice"), (iou_ax, "val_iou")):
+        _score_limits(ax, [v for metrics in runs.values() for v in metrics[column].dropna()])
     for ax in (loss_ax, dice_ax, iou_ax):
-        ax.legend(fontsize=MIN_FONT)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs and steps are whole
+    legend_ax.legend(*loss_ax.get_legend_handles_labels(), loc="center", fontsize=MIN_FONT,
+                     title="dashed: training, solid: validation", title_fontsize=MIN_FONT)
     fig.tight_layout()
     return fig
 
@@ -316,7 +404,8 @@ def plot_learning_curve(curve, zero_shot: float | None = None):
     ax.set_xticks(sorted(curve["photos"].unique()), labels=sorted(curve["photos"].unique()))
     ax.set(xlabel="training photos per fold", ylabel="hard Dice on held-out photos",
            title="Learning curve (mean, 95 % interval)")
-    ax.legend(fontsize=MIN_FONT)
+    _score_limits(ax, [*(curve["dice"] - curve["±"]), *(curve["dice"] + curve["±"]), zero_shot])
+    _legend_below(ax, ncol=3)
     fig.tight_layout()
     return fig
 
@@ -327,7 +416,8 @@ def plot_predictions(images, masks, probabilities, scores=None, max_images: int 
     ``masks`` and ``probabilities`` N×H×W; ``scores`` (e.g. per-image IoU) titles the columns.
     """
     count = min(max_images, len(images))
-    fig, axes = column_subplots(2, count, figsize=(2.6 * count, 5.4), squeeze=False)
+    fig, axes = column_subplots(2, count, figsize=(2.6 * count, 5.4), squeeze=False,
+                                layout="constrained")  # the title above the panels' titles
     for column in range(count):
         top, bottom = axes[0, column], axes[1, column]
         top.imshow(images[column].clip(0, 1))
@@ -426,11 +516,11 @@ def ladder_table(rates: dict, peak_tflops: float | None = None) -> pd.DataFrame:
 def plot_step_ladder(steps, xlabel: str, ax=None):
     """Horizontal bars of a table with ``img/s``, ``min`` and ``max`` per row (median,
     min-max whiskers), the first row on top."""
-    ax = ax or column_subplots(figsize=(8, 3))[1]
+    ax = ax or column_subplots(figsize=(COLUMN_INCHES, 1.3 + 0.35 * len(steps)))[1]
     ax.barh(steps.index[::-1], steps["img/s"][::-1], color="#4c72b0",
             xerr=[(steps["img/s"] - steps["min"])[::-1], (steps["max"] - steps["img/s"])[::-1]])
     ax.set_xlabel(xlabel)
-    ax.set_title("one change at a time (bars: median, whiskers: min-max of the windows)")
+    ax.set_title("one change at a time\n(bars: median, whiskers: min-max of the windows)", fontsize=10)
     ax.figure.tight_layout()
     return ax
 
@@ -448,8 +538,8 @@ def plot_iou_curves(runs: dict, level: float, budget_s: float | None = None, ax=
         ax.axvline(budget_s, color="crimson", linestyle=":", linewidth=1, label=f"budget {budget_s:g} s")
     ax.set_xlabel("seconds since the start of fit (compilation apart)")
     ax.set_ylabel("hard IoU (validation)")
-    ax.set_ylim(0, 1)
-    ax.legend(fontsize=MIN_FONT, ncol=2)
+    _score_limits(ax, [row["val_iou"] for history in runs.values() for row in history] + [level])
+    _legend_below(ax, ncol=3)
     ax.figure.tight_layout()
     return ax
 
@@ -466,7 +556,7 @@ def plot_ratio_change(ratios, spread=None, before=None, ax=None):
     ax.axvline(1.0, color="gray", linestyle="--", linewidth=1)
     ax.set_xlabel("training images/s ÷ the bound of the same step")
     ax.set_xlim(0, 1.1)
-    ax.legend(loc="lower right", fontsize=MIN_FONT)
+    _legend_below(ax)
     ax.figure.tight_layout()
     return ax
 
@@ -479,5 +569,5 @@ def plot_devices_speed(runs: dict, ax=None):
     ax.bar(names, rates, color=["#4c72b0", "#55a868"][:len(names)])
     ax.axhline(rates[0], color="gray", linestyle="--", linewidth=1, label="one device")
     ax.set_ylabel("training images/s (validation excluded)")
-    ax.legend(fontsize=MIN_FONT)
+    _legend_below(ax)
     return ax
