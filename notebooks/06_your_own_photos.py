@@ -706,7 +706,7 @@ print(f"skipped: {', '.join(skipped) or 'none'}; the scores are at {cfg.image_si
 # For every JPEG or PNG under `IMAGES` (in subfolders too) it writes, at the same relative
 # path under `OUT`, `<stem>.png`, the mask (0 or 255) at the size a photo viewer shows the
 # photo (EXIF orientation applied, as preparation does), and `<stem>_overlay.jpg`, the
-# photo with its nails tinted red. Without `--checkpoint` it takes the model
+# photo with its nails tinted cyan. Without `--checkpoint` it takes the model
 # `choose_checkpoint` would. Here it runs with the best start's model of the last fold, on
 # a copy of that fold's held-out photos, which the model never saw, called from Python with
 # the same arguments (`predict.main`, which returns the command's exit status).

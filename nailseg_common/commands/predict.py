@@ -4,7 +4,7 @@
 (recursively; or IMAGES itself when it is one file), OUT gets, at the photo's path relative
 to IMAGES, ``<stem>.png``, the mask (one channel, 0 or 255) at the size a photo viewer shows
 the photo (its EXIF orientation applied, as preparation reads it), and
-``<stem>_overlay.jpg``, the photo with the mask tinted red. The model sees the photo resized
+``<stem>_overlay.jpg``, the photo with the mask tinted cyan. The model sees the photo resized
 to its training side, as validation does; its probabilities are upsampled bilinearly to the
 photo's size and thresholded at 0.5.
 
@@ -81,7 +81,7 @@ MAX_NAMED = 5
 STOPPED = ("each mask and overlay written so far is whole, none "
            "half-written; run the same command again to write them all.")
 """What a stop (Ctrl-C, SIGTERM) leaves: the end of its one line."""
-TINT, OPACITY = (255, 0, 0), 0.45
+TINT, OPACITY = (0, 255, 255), 0.45  # cyan: it stands out on red polish and on skin alike
 """The overlay's colour of nail pixels, and how much of it covers the photo there."""
 
 
@@ -226,7 +226,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("out", metavar="OUT", type=Path,
                         help="where the outputs go, in IMAGES' subfolders: <stem>.png (the 0/255 "
                              "mask at the photo's displayed size) and <stem>_overlay.jpg (the "
-                             "photo, nails tinted red); new, empty or an earlier run's; it may lie inside "
+                             "photo, nails tinted cyan); new, empty or an earlier run's; it may lie inside "
                              "IMAGES (it is not read)")
     add_checkpoint_option(parser, "a best-*.ckpt written by notebook 02 or 04 (runs/<profile>/<run>/"
                                   "version_N/checkpoints/), or a model notebook 06 or nailseg-finetune saved")
