@@ -166,7 +166,8 @@ def level_costs(run: dict, level: float) -> dict | None:
         return None
     images = row["step"] * run["world_size"] * run["config"]["profile"]["batch_size"]
     times = [r["seconds"] for r in run["history"]]
-    return {"images": images, "training_s": images / run["train_img_s"],
+    return {"images": images, "seconds": row["seconds"], "img_s": run["train_img_s"],
+            "training_s": images / run["train_img_s"],
             "other_s": row["seconds"] - images / run["train_img_s"],
             "validation_every_s": statistics.median(b - a for a, b in itertools.pairwise(times))
             if len(times) > 1 else None}
@@ -186,8 +187,7 @@ def bottom_line(record: dict, level: float) -> list[str]:
         values = [pair[side][key] for pair in pairs if pair[side][key] is not None]
         return statistics.median(values) if values else math.nan
 
-    ratios = [many["training_s"] + many["other_s"] for _, many in pairs]
-    ratios = [total / (one["training_s"] + one["other_s"]) for total, (one, _) in zip(ratios, pairs)]
+    ratios = [many["seconds"] / one["seconds"] for one, many in pairs]
     lines = [
         (f"to IoU {level}, median over {len(pairs)} seed(s): {one_name} {median('images', 0):,.0f} images, "
          f"{many_name} {median('images', 1):,.0f} ({median('images', 1) / median('images', 0):.2f}×)"),
@@ -196,8 +196,7 @@ def bottom_line(record: dict, level: float) -> list[str]:
         (f"  a validation every {median('validation_every_s', 0):.1f} s and "
          f"{median('validation_every_s', 1):.1f} s: each time is known to about one interval")]
     images = median("images", 1) / median("images", 0)
-    speed = statistics.median(many["images"] / many["training_s"] / (one["images"] / one["training_s"])
-                              for one, many in pairs)
+    speed = statistics.median(many["img_s"] / one["img_s"] for one, many in pairs)
     lines.append(f"  at {images:.2f}× the images, {TIME_GOAL}× the time needs {images / TIME_GOAL:.2f}× the "
                  f"images/s; these runs gave {speed:.2f}×")
     verdict = Verdict(f"time to IoU {level}, {many_name} ÷ one (mean of {len(ratios)} seed(s))",
