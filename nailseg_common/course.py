@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Mapping
 
@@ -13,11 +12,15 @@ import pandas as pd
 from nailseg_common.data.preparation import ensure_prepared, fit_batch_to_split
 from nailseg_common.setup.environment import environment_report
 from nailseg_common.setup.paths import DataLocation, shown
-from nailseg_common.setup.profiles import Profile, select_profile, set_matmul_precision
+from nailseg_common.setup.profiles import (
+    SETTABLE_FIELDS,
+    Profile,
+    select_profile,
+    set_matmul_precision,
+)
 
 FIGURE_DPI = 150
 FIGURE_QUALITY = 85  # JPEG: photos and galleries at 150 dpi stay a fraction of their PNG size
-PROFILE_FIELDS = tuple(f.name for f in dataclasses.fields(Profile) if f.name != "name")  # what a notebook may set
 
 
 def start(parameters: Mapping[str, object], data_root: str | os.PathLike | None = None, *,
@@ -32,7 +35,7 @@ def start(parameters: Mapping[str, object], data_root: str | os.PathLike | None 
     the synthetic set, generated and prepared when needed. The batch shrinks, saying so, when
     the training split is too small for it. Returns the profile and where the data is.
     """
-    overrides = {name: parameters[name] for name in PROFILE_FIELDS if name in parameters}
+    overrides = {name: parameters[name] for name in SETTABLE_FIELDS if name in parameters}
     profile = str(parameters.get("profile") or "")
     data_root = parameters.get("data_root", "") if data_root is None else data_root
     cfg = select_profile(profile, **overrides)

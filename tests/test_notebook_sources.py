@@ -11,12 +11,12 @@ import jupytext
 import nbformat
 import pytest
 
-from nailseg_common.setup.profiles import Profile
+from nailseg_common.setup.profiles import SETTABLE_FIELDS
 from tools.publishing import export
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-PROFILE_FIELDS = set(Profile.__dataclass_fields__) - {"name"}
+PROFILE_FIELDS = set(SETTABLE_FIELDS)
 
 
 def test_the_notebooks_exist():

@@ -31,7 +31,6 @@ import gc
 import json
 import math
 import os
-import platform
 import statistics
 import time
 from collections.abc import Callable, Iterable
@@ -52,7 +51,7 @@ from nailseg_common.measure.timing import (
     summarize,
     without_validation_hint,
 )
-from nailseg_common.setup.environment import provenance
+from nailseg_common.setup.environment import cpu_model, provenance
 from nailseg_common.setup.paths import REPO_ROOT, DataLocation
 from nailseg_common.setup.profiles import Profile
 from nailseg_common.training.trainer import make_trainer
@@ -373,7 +372,7 @@ def run_benchmark(profile: Profile, pipelines: list[Pipeline],
         "device": _device_name(device),  # the device timed, by its short name
         "cuda": torch.version.cuda if device.type == "cuda" else None,
         "cpu_count": os.cpu_count(),
-        "cpu": platform.processor() or platform.machine(),
+        "cpu": cpu_model(),
         "config": {"profile": profile.name, "image_size": profile.image_size,
                    "batch_size": profile.batch_size, "encoder": profile.encoder,
                    "precision": profile.precision, "lr": profile.lr, "num_images": profile.num_images,
@@ -402,7 +401,7 @@ def _median_or_none(values: list[float | None]) -> float | None:
 def _device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return f"CPU ({platform.processor() or platform.machine()})"
+    return f"CPU ({cpu_model()})"
 
 
 # --------------------------------------------------------------------------- reading results

@@ -70,6 +70,9 @@ class Profile:
         return torch.device("cuda" if self.accelerator == "gpu" else "cpu")
 
 
+SETTABLE_FIELDS = tuple(f.name for f in dataclasses.fields(Profile) if f.name != "name")
+"""The fields a notebook's parameters or a command's options may set."""
+
 PROFILES: dict[str, Profile] = {
     "smoke": Profile(
         name="smoke", accelerator="cpu", num_images=48, photo_side=256, image_size=64, batch_size=8,
@@ -171,7 +174,7 @@ def select_profile(name: str | None = None, **overrides) -> Profile:
     """
     name = profile_name(name)
     profile = PROFILES[name]
-    fields = {f.name for f in dataclasses.fields(Profile)}
+    fields = {*SETTABLE_FIELDS, "name"}
     unknown = set(overrides) - fields
     if unknown:
         raise DataError(f"Unknown profile fields {sorted(unknown)}; known: {sorted(fields)}")
