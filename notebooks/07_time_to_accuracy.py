@@ -142,7 +142,9 @@ print(f"this run: {device_name}; {dali_status()}")
 #   Inductor has failed to generate that sum (`InductorError`): compile the part that
 #   matters, not everything.
 # - **`fused_optimizer`** asks AdamW for its fused CUDA kernel: one launch updates every
-#   parameter, instead of a few launches per group of tensors.
+#   parameter, instead of a few launches per group of tensors (the default `foreach` kernels).
+#   Off, the module leaves `fused` unset (`None`): `fused=False` would also switch off
+#   `foreach`, and AdamW would loop over its tensors one launch at a time.
 # - **`warmup_steps`** ramp the learning rate up linearly before the cosine decay: a larger
 #   batch takes a larger learning rate, and a larger learning rate needs a gentle start.
 # - **`half_resolution_head`** drops the decoder's last block, the one at full resolution
@@ -197,9 +199,11 @@ class FastNailSegmentation(LitNailSegmentation):
         return out
 
     def configure_optimizers(self):
+        # fused=None, not False, when off: an explicit False also turns off the default foreach
+        # kernels, and AdamW falls back to a loop over its tensors, one launch each
         optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr,
                                       weight_decay=self.hparams.weight_decay,
-                                      fused=self.hparams.fused_optimizer)
+                                      fused=self.hparams.fused_optimizer or None)
         warmup, total = self.hparams.warmup_steps, max(1, self.hparams.max_steps)
 
         def factor(step: int) -> float:  # linear warm-up, then cosine down to 0 at max_steps

@@ -24,7 +24,7 @@ from nailseg_common.training.fast_training import (
     warm_up,
 )
 from nailseg_common.training.trainer import make_trainer
-from nailseg_common.training.unet import grown
+from nailseg_common.training.unet import LitNailSegmentation, grown
 
 SMOKE = dataclasses.replace(select_profile("smoke"), encoder="tu-efficientnet_lite0", image_size=64,
                             batch_size=4, max_train_batches=None, max_valid_batches=None)
@@ -288,3 +288,15 @@ def test_the_half_resolution_head_predicts_full_size_logits_without_the_last_dec
     restored = FastNailSegmentation(**half.hparams)  # a checkpoint's hyperparameters rebuild it
     restored.load_state_dict(half.state_dict())
     assert torch.equal(restored.eval()(image), half.eval()(image))
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_adamw_off_fused_keeps_the_default_foreach_kernels_of_02s_step(fused):
+    """fused=False passed to AdamW also turns foreach off (a loop over the tensors); off, the
+    module must leave both unset, as 02's module does."""
+    model = FastNailSegmentation(encoder=SMOKE.encoder, encoder_weights=None, lr=1e-3, max_steps=10,
+                                 fused_optimizer=fused)
+    optimizer = model.configure_optimizers()["optimizer"]
+    baseline = LitNailSegmentation(SMOKE.encoder, 1e-3, 10, encoder_weights=None).configure_optimizers()
+    assert optimizer.defaults["foreach"] is baseline["optimizer"].defaults["foreach"] is None
+    assert optimizer.defaults["fused"] is (True if fused else baseline["optimizer"].defaults["fused"])

@@ -49,9 +49,11 @@ class FastNailSegmentation(LitNailSegmentation):
         return out
 
     def configure_optimizers(self):
+        # fused=None, not False, when off: an explicit False also turns off the default foreach
+        # kernels, and AdamW falls back to a loop over its tensors, one launch each
         optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr,
                                       weight_decay=self.hparams.weight_decay,
-                                      fused=self.hparams.fused_optimizer)
+                                      fused=self.hparams.fused_optimizer or None)
         warmup, total = self.hparams.warmup_steps, max(1, self.hparams.max_steps)
 
         def factor(step: int) -> float:  # linear warm-up, then cosine down to 0 at max_steps
