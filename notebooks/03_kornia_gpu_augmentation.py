@@ -402,7 +402,7 @@ class EncodedPhotos(Dataset):
 
 # %% [markdown]
 # The EXIF orientations are eight ways to lay the stored pixels down: a flip, a transpose, or
-# both. `decode_on` decodes the batch's JPEGs in one call, turns each photo upright and resizes
+# both. `_decode_batch` decodes the batch's JPEGs in one call, turns each photo upright and resizes
 # it to the training side, bilinear on the photo's pixel grid, as notebook 02's `A.Resize` and
 # the workers do. The photos differ in size, so they are resized one by one; then they are one
 # `B×3×S×S` uint8 batch of the batch contract, and the labels are copied in one piece. When
@@ -444,42 +444,66 @@ def _decode_batch(items: list[dict], image_size: int, device: torch.device) -> d
 
 
 # %% [markdown]
-# On a GPU, `decode_on` runs all that on a CUDA stream of its own, for a bug of torchvision's
-# CUDA decoder (pytorch/vision#9606): nvJPEG writes on yet another stream, into memory that
-# kernels still queued on the caller's stream may be reading; on an H200 that turned the
-# training loss into NaN from the first steps. Our stream holds only the last batch's
-# decoding, so waiting for it costs next to nothing, and the decode overlaps the step the GPU
-# is still running. The training stream then waits for the batch (`wait_stream`), and
-# `record_stream` keeps the batch's memory from being reused before training has read it.
+# On a GPU, decoding runs on a CUDA stream of its own, for a bug of torchvision's CUDA decoder
+# (pytorch/vision#9606): nvJPEG writes on yet another stream, into memory that kernels still
+# queued on the caller's stream may be reading; on an H200 that turned the training loss into
+# NaN from the first steps. Our stream holds only the last batch's decoding, so waiting for it
+# costs next to nothing. A `DecodedBatch` is the result: its `.to(device)` makes the training
+# stream wait for the decoding (an event), and `record_stream` keeps the batch's memory from
+# being reused before training has read it.
 
 # %%
 #| export pipelines.kornia_pipeline
-@functools.cache
-def decode_stream(device: torch.device) -> torch.cuda.Stream:  # one per device
-    return torch.cuda.Stream(device)
+import threading
+
+_threads = threading.local()
 
 
-def decode_on(items: list[dict], image_size: int, device: torch.device) -> dict[str, torch.Tensor]:
-    """A list of :class:`EncodedPhotos` items as one batch on ``device``: ``image``
-    ``B×3×S×S`` and ``label`` ``B×1×S×S``, both uint8, photos upright."""
-    if device.type != "cuda":
-        return _decode_batch(items, image_size, device)
-    stream, training = decode_stream(device), torch.cuda.current_stream(device)
+def decode_stream(device: torch.device) -> torch.cuda.Stream:
+    """This thread's decoding stream on ``device`` (the main thread's, a pin-memory thread's)."""
+    streams = _threads.__dict__.setdefault("streams", {})
+    if device not in streams:
+        streams[device] = torch.cuda.Stream(device)
+    return streams[device]
+
+
+class DecodedBatch:
+    """A batch decoded on a side stream; ``.to(device)`` makes the caller's stream wait for it."""
+
+    def __init__(self, batch: dict[str, torch.Tensor], decoded: torch.cuda.Event):
+        self.batch, self.decoded = batch, decoded
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> dict[str, torch.Tensor]:
+        stream = torch.cuda.current_stream(torch.device(device))
+        stream.wait_event(self.decoded)
+        for tensor in self.batch.values():
+            tensor.record_stream(stream)
+        return self.batch
+
+
+def decode_ahead(items: list[dict], image_size: int, device: torch.device) -> DecodedBatch:
+    """:class:`EncodedPhotos` items decoded on the GPU ``device``, on this thread's stream: a
+    ``B×3×S×S`` uint8 ``image`` and a ``B×1×S×S`` ``label``, photos upright."""
+    stream = decode_stream(device)
     stream.synchronize()  # nvJPEG must not write into blocks our queued kernels still read
     with torch.cuda.stream(stream):
         batch = _decode_batch(items, image_size, device)
-    training.wait_stream(stream)
-    for tensor in batch.values():
-        tensor.record_stream(training)
-    return batch
+    return DecodedBatch(batch, stream.record_event())
 
 
 # %% [markdown]
-# `EncodedBatch` is that batch: the DataLoader's `collate_fn` makes one of each batch's items,
-# and its `.to(device)` is `decode_on`. Any loop that moves batches with `.to` (Lightning's,
-# the benchmark's) then decodes on the device without knowing it. The DataModule around it is
-# notebook 02's, with `EncodedPhotos` for the dataset. Its training batches are *not*
-# augmented: pair it with `LitNailSegmentation(gpu_augmentation=KorniaAugmentation())`, whose
+# `EncodedBatch` is the batch before decoding: the DataLoader's `collate_fn` makes one of each
+# batch's items. Decoding should not wait for training to ask for the batch. A DataLoader with
+# `pin_memory=True` hands every batch, as soon as a worker has made it, to a thread of the
+# main process that calls the batch's `pin_memory()`, meant for copying its tensors into
+# page-locked memory. `EncodedBatch.pin_memory` decodes there instead: the next batches are
+# decoded while the current step trains (nvJPEG's Huffman stage runs on that thread's CPU
+# core, and torchvision lets go of Python's lock meanwhile). Without a GPU, or without a
+# pin-memory thread, `.to(device)` decodes. Any loop that moves batches with `.to` (Lightning's,
+# the benchmark's) gets them decoded without knowing how. The DataModule around it is
+# notebook 02's, with `EncodedPhotos` for the dataset and pinning on where training is on a
+# GPU. Its training batches are *not* augmented: pair it with
+# `LitNailSegmentation(gpu_augmentation=KorniaAugmentation())`, whose
 # `on_after_batch_transfer` runs on the decoded batch.
 
 # %%
@@ -493,7 +517,8 @@ from nailseg_common.setup.profiles import Profile
 
 
 class EncodedBatch:
-    """The items of one batch of :class:`EncodedPhotos`; ``.to(device)`` decodes them there."""
+    """The items of one batch of :class:`EncodedPhotos`, decoded by ``pin_memory()`` (ahead, on
+    the current GPU) or by ``.to(device)``."""
 
     def __init__(self, items: list[dict], image_size: int):
         self.items, self.image_size = items, image_size
@@ -501,13 +526,19 @@ class EncodedBatch:
     def __len__(self) -> int:
         return len(self.items)
 
+    def pin_memory(self) -> DecodedBatch:
+        return decode_ahead(self.items, self.image_size, torch.device("cuda", torch.cuda.current_device()))
+
     def to(self, device: torch.device | str, non_blocking: bool = False) -> dict[str, torch.Tensor]:
-        return decode_on(self.items, self.image_size, torch.device(device))
+        device = torch.device(device)
+        if device.type != "cuda":
+            return _decode_batch(self.items, self.image_size, device)
+        return decode_ahead(self.items, self.image_size, device).to(device)
 
 
 class DeviceDecodedNailDataModule(pl.LightningDataModule):
     """Train/valid loaders whose CPU workers read the photos' bytes, as :class:`EncodedBatch`
-    es: moved to the training device, they are decoded, turned upright and resized there."""
+    es, decoded, turned upright and resized on the training device (ahead, on a GPU)."""
 
     def __init__(self, location: DataLocation, profile: Profile, num_workers: int | None = None,
                  seed: int = 0):
@@ -523,6 +554,7 @@ class DeviceDecodedNailDataModule(pl.LightningDataModule):
         collate = functools.partial(EncodedBatch, image_size=self.profile.image_size)
         return DataLoader(self.photos[split], batch_size=self.profile.batch_size, shuffle=train,
                           drop_last=train, num_workers=self.num_workers, collate_fn=collate,
+                          pin_memory=self.profile.device.type == "cuda",  # decodes ahead
                           persistent_workers=self.num_workers > 0,
                           generator=torch.Generator().manual_seed(self.seed) if train else None)
 

@@ -34,7 +34,6 @@ from nailseg_common.pipelines.kornia_pipeline import (
     DeviceDecodedNailDataModule,
     EncodedBatch,
     EncodedPhotos,
-    decode_on,
     upright,
 )
 from nailseg_common.setup import dali
@@ -169,6 +168,29 @@ def kornia_split(location, split):
     assert all(isinstance(batch, EncodedBatch) for batch in batches)  # decoded on the way
     return _cat([batch.to("cpu") for batch in batches])
 
+
+
+@pytest.mark.parametrize("accelerator", ["cpu", "gpu"])
+def test_the_photo_loaders_decode_ahead_exactly_when_training_on_a_gpu(location, accelerator):
+    """pin_memory=True starts the thread that calls EncodedBatch.pin_memory (decoding ahead);
+    without a GPU it would only warn."""
+    module = DeviceDecodedNailDataModule(location, dataclasses.replace(PROFILE, accelerator=accelerator))
+    module.setup("fit")
+    assert module.train_dataloader().pin_memory is module.val_dataloader().pin_memory is (accelerator == "gpu")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="decoding ahead runs on a GPU")
+def test_batches_decoded_ahead_by_the_pin_memory_thread_match_batches_decoded_on_transfer(location):
+    module = DeviceDecodedNailDataModule(location, dataclasses.replace(PROFILE, accelerator="gpu"),
+                                         num_workers=2)
+    module.setup("fit")
+    ahead = [batch.to("cuda") for batch in module.val_dataloader()]
+    now = [EncodedBatch(batch.items, SIZE).to("cuda") for batch in
+           DataLoader(module.photos["valid"], batch_size=PROFILE.batch_size,
+                      collate_fn=functools.partial(EncodedBatch, image_size=SIZE))]
+    assert len(ahead) == len(now) > 0
+    for a, b in zip(ahead, now):
+        assert torch.equal(a["image"], b["image"]) and torch.equal(a["label"], b["label"])
 
 def dali_split(location, split):
     from nailseg_common.pipelines import dali_pipeline as dp
@@ -364,10 +386,10 @@ def test_a_photo_the_decoder_refuses_is_named(location):
     good = items[0]
     broken = {**good, "file": "/photos/Images/1/broken.jpg",
               "data": np.frombuffer(b"garbage, not a JPEG" * 8, dtype=np.uint8)}
-    assert decode_on([good], SIZE, torch.device("cpu"))["image"].shape == (1, 3, SIZE, SIZE)
+    assert EncodedBatch([good], SIZE).to("cpu")["image"].shape == (1, 3, SIZE, SIZE)
     for batch in ([broken], [good, broken]):  # alone, or behind a good photo
         with pytest.raises(DataError, match="broken.jpg") as error:
-            decode_on(batch, SIZE, torch.device("cpu"))
+            EncodedBatch(batch, SIZE).to("cpu")
         assert good["file"] not in str(error.value)
     truncated = {**good, "file": "/photos/Images/1/cut.jpg", "data": good["data"][:200].copy()}
     with pytest.raises(DataError, match="cut.jpg"):

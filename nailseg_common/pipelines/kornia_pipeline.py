@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Mapping
 
 import kornia.augmentation as K
@@ -228,28 +229,44 @@ def _decode_batch(items: list[dict], image_size: int, device: torch.device) -> d
     return {"image": torch.stack(images), "label": labels.to(device)}
 
 
-@functools.cache
-def decode_stream(device: torch.device) -> torch.cuda.Stream:  # one per device
-    return torch.cuda.Stream(device)
+_threads = threading.local()
 
 
-def decode_on(items: list[dict], image_size: int, device: torch.device) -> dict[str, torch.Tensor]:
-    """A list of :class:`EncodedPhotos` items as one batch on ``device``: ``image``
-    ``B×3×S×S`` and ``label`` ``B×1×S×S``, both uint8, photos upright."""
-    if device.type != "cuda":
-        return _decode_batch(items, image_size, device)
-    stream, training = decode_stream(device), torch.cuda.current_stream(device)
+def decode_stream(device: torch.device) -> torch.cuda.Stream:
+    """This thread's decoding stream on ``device`` (the main thread's, a pin-memory thread's)."""
+    streams = _threads.__dict__.setdefault("streams", {})
+    if device not in streams:
+        streams[device] = torch.cuda.Stream(device)
+    return streams[device]
+
+
+class DecodedBatch:
+    """A batch decoded on a side stream; ``.to(device)`` makes the caller's stream wait for it."""
+
+    def __init__(self, batch: dict[str, torch.Tensor], decoded: torch.cuda.Event):
+        self.batch, self.decoded = batch, decoded
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> dict[str, torch.Tensor]:
+        stream = torch.cuda.current_stream(torch.device(device))
+        stream.wait_event(self.decoded)
+        for tensor in self.batch.values():
+            tensor.record_stream(stream)
+        return self.batch
+
+
+def decode_ahead(items: list[dict], image_size: int, device: torch.device) -> DecodedBatch:
+    """:class:`EncodedPhotos` items decoded on the GPU ``device``, on this thread's stream: a
+    ``B×3×S×S`` uint8 ``image`` and a ``B×1×S×S`` ``label``, photos upright."""
+    stream = decode_stream(device)
     stream.synchronize()  # nvJPEG must not write into blocks our queued kernels still read
     with torch.cuda.stream(stream):
         batch = _decode_batch(items, image_size, device)
-    training.wait_stream(stream)
-    for tensor in batch.values():
-        tensor.record_stream(training)
-    return batch
+    return DecodedBatch(batch, stream.record_event())
 
 
 class EncodedBatch:
-    """The items of one batch of :class:`EncodedPhotos`; ``.to(device)`` decodes them there."""
+    """The items of one batch of :class:`EncodedPhotos`, decoded by ``pin_memory()`` (ahead, on
+    the current GPU) or by ``.to(device)``."""
 
     def __init__(self, items: list[dict], image_size: int):
         self.items, self.image_size = items, image_size
@@ -257,13 +274,19 @@ class EncodedBatch:
     def __len__(self) -> int:
         return len(self.items)
 
+    def pin_memory(self) -> DecodedBatch:
+        return decode_ahead(self.items, self.image_size, torch.device("cuda", torch.cuda.current_device()))
+
     def to(self, device: torch.device | str, non_blocking: bool = False) -> dict[str, torch.Tensor]:
-        return decode_on(self.items, self.image_size, torch.device(device))
+        device = torch.device(device)
+        if device.type != "cuda":
+            return _decode_batch(self.items, self.image_size, device)
+        return decode_ahead(self.items, self.image_size, device).to(device)
 
 
 class DeviceDecodedNailDataModule(pl.LightningDataModule):
     """Train/valid loaders whose CPU workers read the photos' bytes, as :class:`EncodedBatch`
-    es: moved to the training device, they are decoded, turned upright and resized there."""
+    es, decoded, turned upright and resized on the training device (ahead, on a GPU)."""
 
     def __init__(self, location: DataLocation, profile: Profile, num_workers: int | None = None,
                  seed: int = 0):
@@ -279,6 +302,7 @@ class DeviceDecodedNailDataModule(pl.LightningDataModule):
         collate = functools.partial(EncodedBatch, image_size=self.profile.image_size)
         return DataLoader(self.photos[split], batch_size=self.profile.batch_size, shuffle=train,
                           drop_last=train, num_workers=self.num_workers, collate_fn=collate,
+                          pin_memory=self.profile.device.type == "cuda",  # decodes ahead
                           persistent_workers=self.num_workers > 0,
                           generator=torch.Generator().manual_seed(self.seed) if train else None)
 
