@@ -582,9 +582,10 @@ plt.show()
 #   series by more than the spread; and its loader alone must deliver at least the bound's
 #   images/s (spread: the course's `±` of both sides' windows, combined).
 # - **Kornia, a lesson:** its augmentation runs inside the training step, on the step's stream,
-#   in series by design. The ratio in series counts all of its loader's work, some of which
-#   (the cache's worker processes, the pinned copy) overlaps with the step; what the step
-#   still pays is the gap between its bar and 1.
+#   in series by design, while its decoding runs ahead (notebook 03: in the loader's pin-memory
+#   thread, on a stream of its own). The ratio in series counts all of its loader's work,
+#   decoding included, so the decoding hidden behind the step shows as a bar above the mark;
+#   what the step still pays is the gap between its bar and 1.
 # - **Albumentations, a lesson:** CPU worker processes cannot feed a fast GPU step. The
 #   number of workers it would need is read off the loader-alone rate per worker at the
 #   highest count measured, an optimistic estimate: the training process competes with the
