@@ -76,7 +76,7 @@ BENCH_OUT ?= results/benchmark_local.json
 BENCH_REPEATS ?= 5
 BENCH_STEPS ?=
 bench: env  ## benchmark every input pipeline against the bound into $(BENCH_OUT) (meant for a GPU)
-	$(PY) -m nailseg_common.measure.benchmark --out $(BENCH_OUT) --repeats $(BENCH_REPEATS) $(if $(BENCH_STEPS),--steps $(BENCH_STEPS))
+	$(VENV)/bin/nailseg-bench --out $(BENCH_OUT) --repeats $(BENCH_REPEATS) $(if $(BENCH_STEPS),--steps $(BENCH_STEPS))
 
 # --durations: the slowest tests close the log, for whoever keeps the run short. Every
 # notebook runs end to end once: 02 and 06 inside tests/test_notebook_parameters.py (smoke

@@ -538,7 +538,7 @@ if live is not None:
 committed = load_results(REPO_ROOT / reference)
 if committed is None:
     print(f"No reference results of these pipelines: {reference} is missing or older. Run "
-          f"`python -m nailseg_common.measure.benchmark --profile gpu --out {reference}` on a GPU.")
+          f"`nailseg-bench --profile gpu --out {reference}` on a GPU (`make bench`).")
 else:
     print("reference:", results_label(committed), f"in {committed['wall_s']:.0f} s")
     print(describe_bound(committed))
@@ -707,7 +707,7 @@ for slower in [name for name in preprocessing.index[:2] if name != fastest]:
 # 1. Run the live benchmark with `workers = [1, 2]` and then with your machine's core count.
 #    Where does the Albumentations curve flatten, and what is the CPU utilisation there?
 # 2. Change `reference` to your own results file written by
-#    `python -m nailseg_common.measure.benchmark --out results/mine.json` and compare both machines.
+#    `nailseg-bench --out results/mine.json` and compare both machines.
 # 3. On a GPU, time the matrix products of the first cells in windows of your own, reading
 #    `time.perf_counter()` without synchronising, and compare the rates with `WindowClock`'s.
 #    Then synchronise once, before the last reading only: which window absorbs the GPU's

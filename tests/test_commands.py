@@ -52,6 +52,8 @@ RUNS = {
     "nailseg-predict": lambda root: [root / "nails" / "Images", root / "masks", *TINY],
     "nailseg-finetune": lambda root: [root / "nails", root / "tuned", *TINY,
                                       "--no-cross-validation"],
+    "nailseg-bench": lambda root: ["--profile", "smoke", "--steps", "1", "--repeats", "2", "--workers", "0",
+                                   "--out", root / "bench" / "results.json"],
 }
 """Each installed command's smallest run that succeeds; ``nailseg-train``'s are notebook
 08's, which launches the installed script (below) and stops on an exit status other than 0."""

@@ -102,6 +102,11 @@ def train() -> int:
     return launch("train")
 
 
+def bench() -> int:
+    """``nailseg-bench``."""
+    return launch("bench")
+
+
 def joined_numbers(argv: list[str], options: tuple[str, ...]) -> list[str]:
     """``argv`` with each numeric option followed by a negative number (``--lr -1e-3``) joined
     as ``--lr=-1e-3``: argparse reads ``-1e-3`` as an option of its own."""

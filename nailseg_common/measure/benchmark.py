@@ -19,13 +19,12 @@ Albumentations on CPU workers) cost.
 
 Results are a JSON-ready dict (written with :func:`nailseg_common.core.files.write_json`, read
 with :func:`load_results`) that records the device, CPU, library versions and date with
-every number. ``python -m nailseg_common.measure.benchmark --profile gpu --out
-results/benchmark_h200.json`` (``make bench``) runs it from the command line.
+every number. ``nailseg-bench --profile gpu --out results/benchmark_h200.json`` (``make
+bench``, :mod:`nailseg_common.commands.bench`) runs it from the command line.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import gc
 import json
@@ -40,7 +39,6 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 
-from nailseg_common.core.files import write_json
 from nailseg_common.core.statistics import Verdict, mean_spread, ratio_spread
 from nailseg_common.measure.profiling import KernelProfile
 from nailseg_common.measure.timing import (
@@ -408,7 +406,7 @@ def _device_name(device: torch.device) -> str:
 
 
 def load_results(path: str | os.PathLike = REFERENCE_RESULTS) -> dict | None:
-    """Results written by ``python -m nailseg_common.measure.benchmark``, or ``None`` when the
+    """Results written by ``nailseg-bench``, or ``None`` when the
     file does not exist or measured the pipelines of an older schema (their names meant other
     pipelines); a newer schema is a ValueError."""
     path = Path(path)
@@ -419,7 +417,7 @@ def load_results(path: str | os.PathLike = REFERENCE_RESULTS) -> dict | None:
         return None
     if results.get("schema") != SCHEMA_VERSION:
         raise ValueError(f"{path} has benchmark schema {results.get('schema')!r}, this code reads "
-                         f"{SCHEMA_VERSION}: re-run `python -m nailseg_common.measure.benchmark`.")
+                         f"{SCHEMA_VERSION}: re-run `nailseg-bench`.")
     return results
 
 
@@ -554,44 +552,3 @@ def describe_targets(results: dict) -> str:
     judged = [str(verdict) for verdict in claims(results)] or [
         "dali: not measured in this run, so its claims are not judged"]
     return "\n".join([describe_bound(results), *judged, *lessons(results)])
-
-
-# --------------------------------------------------------------------------- command line
-
-
-def main(argv: list[str] | None = None) -> Path:
-    """Command line: prepare the data, run every pipeline and the bound, write the JSON."""
-    from nailseg_common.data.preparation import ensure_prepared
-    from nailseg_common.setup.profiles import (
-        add_profile_option,
-        select_profile,
-        set_matmul_precision,
-    )
-
-    parser = argparse.ArgumentParser(prog="python -m nailseg_common.measure.benchmark", description=__doc__.split("\n")[0])
-    add_profile_option(parser)
-    parser.add_argument("--out", default=None, help="JSON file (default: results/benchmark_<profile>.json)")
-    parser.add_argument("--data-root", default="", help="a real dataset (Images/1..4, Masks/1..4)")
-    parser.add_argument("--workers", type=int, nargs="+", default=None, help="Albumentations worker counts")
-    parser.add_argument("--steps", type=int, default=None, help="batches per timing window")
-    parser.add_argument("--repeats", type=int, default=None, help="timing windows")
-    args = parser.parse_args(argv)
-
-    profile = select_profile(args.profile)
-    set_matmul_precision(profile)
-    location = ensure_prepared(profile, args.data_root or None)
-    workers = args.workers if args.workers is not None else worker_counts(profile)
-    pipelines = default_pipelines(profile, location, workers)
-    print(f"benchmark: {profile.name} profile, {_device_name(profile.device)}, pipelines "
-          f"{[p.name for p in pipelines]}")
-    results = run_benchmark(profile, pipelines, steps=args.steps, repeats=args.repeats,
-                            config={"data": location.raw.name, "synthetic": location.synthetic})
-    out = write_json(args.out or REPO_ROOT / "results" / f"benchmark_{profile.name}.json", results)
-    print(summary_table(results).to_string(float_format=lambda x: f"{x:.3g}"))
-    print(describe_targets(results))
-    print(f"wrote {out} ({results['wall_s']:.0f} s)")
-    return out
-
-
-if __name__ == "__main__":
-    main()

@@ -193,7 +193,7 @@ def plot_benchmark_sets(result_sets: dict, plot, **kwargs):
     them, and one scale for images/s in every panel."""
     if not result_sets:
         raise ValueError("No benchmark results to plot: set run_live = True, or commit "
-                         "results/benchmark_h200.json (python -m nailseg_common.measure.benchmark --profile gpu).")
+                         "results/benchmark_h200.json (nailseg-bench --profile gpu).")
     count = len(result_sets)
     if plot is plot_worker_scaling:
         shape, figsize, options = (1, count), (COLUMN_INCHES, 4.4 if count > 1 else 4.0), {}
