@@ -544,7 +544,7 @@ else:
     print(describe_bound(committed))
     versions = pd.DataFrame({"reference run": committed["versions"], "this machine": library_versions()})
     versions["same"] = versions["reference run"] == versions["this machine"]
-    print(versions.to_string())
+    display(versions)
 result_sets = {name: r for name, r in (("reference", committed), ("live", live)) if r is not None}
 
 # %% [markdown]
@@ -625,7 +625,7 @@ plt.show()
 # %%
 for name, results in result_sets.items():
     print(f"{name}: {results_label(results)}")
-    print(summary_table(results).round(2).to_string(), end="\n\n")
+    display(summary_table(results).round(2))
 
 # %% [markdown]
 # ## Preprocessing alone: the posts' comparison
