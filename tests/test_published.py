@@ -59,6 +59,7 @@ def test_published_notebook_ran_on_its_gpu_without_errors(pair, request):
 # lent; published/README.md says which run they are and why. Each entry is a debt.
 AWAITING_RERUN: dict[str, str] = {
     "03_kornia_gpu_augmentation.ipynb": "decodes its photos ahead, in the loader's pin-memory thread, since the 2026-12-02 edition: re-run on an H200 (the re-publish issue)",
+    "05_benchmark_comparison.ipynb": "shows its summary tables as tables and names nailseg-bench since the 2026-12-02 edition: re-run on an H200 (the re-publish issue)",
     "07_time_to_accuracy.ipynb": "keeps AdamW's foreach kernels in its first ladder row since the 2026-12-02 edition: re-run on an H200 (the re-publish issue)",
     "08_two_gpus.ipynb": "takes its parameters through start(globals()), states its bottom line and a breakdown that adds up since its 2026-11-29 run: re-run on two H200s (the re-publish issue)",
 }
