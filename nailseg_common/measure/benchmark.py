@@ -138,8 +138,9 @@ INCLUDES = {
     "albumentations": "read, decode, EXIF turn, resize and the policy on the CPU, one photo at a "
                       "time; uint8 batches copied to the device",
     "kornia": "the bytes read on the CPU; decode (nvJPEG on a GPU), EXIF turn and resize on the "
-              "device, one photo at a time, then the policy on the batch (CMYK JPEGs and PNGs "
-              "decoded on the CPU)",
+              "device, one photo at a time, ahead of the step on a GPU (the loader's pin-memory "
+              "thread), then the policy on the batch in the step (CMYK JPEGs and PNGs decoded "
+              "on the CPU)",
     "dali": "read on DALI's CPU threads; decode (on a GPU nvJPEG, with the hardware decoder's "
             "share unless the row says none), EXIF turn, resize and the policy in DALI's graph, "
             "batches prefetched",
