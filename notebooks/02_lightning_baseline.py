@@ -78,18 +78,6 @@ from nailseg_common.course import start
 
 cfg, data = start(globals())
 
-# %%
-import albumentations as A
-import matplotlib.pyplot as plt
-import torch
-
-from nailseg_common.data.images import read_rgb
-from nailseg_common.data.preparation import read_label, read_split
-from nailseg_common.measure import plots
-from nailseg_common.pipelines.gallery import albumentations_panels, policy_table
-
-train_frame = read_split(data, "train")  # the training images, for the examples below
-
 # %% [markdown]
 # ## The augmentation policy
 #
@@ -137,7 +125,12 @@ def to_unit_float(image: torch.Tensor) -> torch.Tensor:
 
 
 # %%
-policy_table()
+import matplotlib.pyplot as plt
+
+from nailseg_common.measure import plots
+from nailseg_common.pipelines import gallery
+
+gallery.policy_table()
 
 # %% [markdown]
 # In Albumentations 2 the table becomes a list of transforms. Each reads its numbers from
@@ -201,15 +194,14 @@ def valid_transform(image_size: int) -> A.Compose:
 # samples got no augmentation and no `Normalize`, while every validation sample was
 # normalised. Albumentations 2 is stricter still: a skipped `Compose` returns the input
 # untouched, not even resized. Let's count, over a few hundred draws of the same image, how
-# often each version returns what the model expects: resized and normalised.
+# often each version returns what the model expects: resized and normalised. `ready_draws`
+# (plumbing from `nailseg_common.pipelines.gallery`) calls a transform 200 times on the first
+# training photo and counts the outputs that come back as float32 at the profile's size.
 
 # %%
-image, mask = read_rgb(train_frame["image"].iloc[0]), read_label(train_frame["label"].iloc[0])
 for p in (0.5, 1.0):
     transform = A.Compose([resize(cfg.image_size), *policy_transforms(), A.Normalize()], p=p, seed=0)
-    outputs = [transform(image=image, mask=mask)["image"] for _ in range(200)]
-    ready = sum(o.dtype == "float32" and o.shape[:2] == (cfg.image_size,) * 2 for o in outputs) / 200
-    print(f"Compose(..., p={p}): {ready:.1%} of {len(outputs)} draws resized and normalised")
+    print(f"Compose(..., p={p}):", gallery.ready_draws(transform, data, cfg.image_size))
 
 # %% [markdown]
 # With `p=0.5` roughly half the draws come back as the raw photo: a different size, uint8
@@ -228,7 +220,7 @@ for p in (0.5, 1.0):
 # notebooks 03 (Kornia) and 04 (DALI) draw their galleries with it too.
 
 # %%
-plots.plot_augmentation_gallery(albumentations_panels(train_frame, cfg.image_size))
+plots.plot_augmentation_gallery(gallery.albumentations_panels(data, cfg.image_size))
 plt.show()
 
 # %% [markdown]
@@ -236,7 +228,9 @@ plt.show()
 #
 # A `Dataset` maps an index to one sample. `NailDataset` reads the pair of files listed in
 # the split (notebook 01 wrote `csv_file/train.csv` and `valid.csv`), checks that image and
-# mask agree in size, applies the transform and returns the course's **batch contract**: a
+# mask agree in size (`split_paths` and `read_pair`, plumbing from
+# `nailseg_common.data.preparation`, take the paths from the split's table, read a pair and
+# check it), applies the transform and returns the course's **batch contract**: a
 # dict with a `uint8` image `3×H×W` and a `uint8` label `1×H×W` in {0, 1}. Staying in
 # `uint8` on the CPU makes each batch four times smaller to copy than float32; conversion
 # and normalisation happen on the device.
@@ -252,26 +246,21 @@ import pandas as pd
 import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
-from nailseg_common.data.images import read_rgb
-from nailseg_common.data.preparation import read_label
+from nailseg_common.data.preparation import read_pair, split_paths
 
 
 class NailDataset(Dataset):
     """Photo/label pairs listed in ``frame`` (columns ``image`` and ``label``: absolute paths)."""
 
     def __init__(self, frame: pd.DataFrame, transform=None):
-        if not {"image", "label"} <= set(frame.columns):
-            raise ValueError("The frame lacks image/label columns: use preparation.read_split.")
-        self.images, self.masks = frame["image"].astype(str).tolist(), frame["label"].astype(str).tolist()
+        self.images, self.masks = split_paths(frame)
         self.transform = transform
 
     def __len__(self) -> int:
         return len(self.images)
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        image, mask = read_rgb(self.images[index]), read_label(self.masks[index])
-        if image.shape[:2] != mask.shape:
-            raise ValueError(f"{self.images[index]!r} is {image.shape[:2]}, its mask {mask.shape}")
+        image, mask = read_pair(self.images[index], self.masks[index])  # sizes checked
         out = self.transform(image=image, mask=mask) if self.transform else {"image": image, "mask": mask}
         image, mask = out["image"], out["mask"]
         return {"image": torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1))),
@@ -299,7 +288,8 @@ def seed_worker_transform(worker_id: int) -> None:
 # DataLoaders around them. Training shuffles and drops the last incomplete batch (every step
 # sees a full batch); validation keeps every image once. Pinned memory makes the copy to the
 # GPU asynchronous; persistent workers are not restarted every epoch. `augment=False` trains
-# on resized images only.
+# on resized images only. `loaders_summary` (plumbing from `nailseg_common.pipelines.gallery`)
+# prints the sizes of both sets and what a training batch holds.
 
 # %%
 #| export pipelines.albumentations_pipeline
@@ -341,8 +331,7 @@ class NailDataModule(pl.LightningDataModule):
 datamodule = NailDataModule(data, cfg)
 datamodule.setup("fit")
 first_batches = [b for _, b in zip(range(4), datamodule.train_dataloader())]  # for the bound
-print(f"{len(datamodule.train_set)} training, {len(datamodule.valid_set)} validation images; a batch:",
-      {k: f"{tuple(v.shape)} {v.dtype} {v.min()}..{v.max()}" for k, v in first_batches[0].items()})
+print(gallery.loaders_summary(datamodule, first_batches[0]))
 
 # %% [markdown]
 # ## 2. The `LightningModule`
@@ -352,7 +341,8 @@ print(f"{len(datamodule.train_set)} training, {len(datamodule.valid_set)} valida
 # smp names `tu-efficientnet_lite0`), starts from weights trained on ImageNet's 1.3 million
 # photos, as nearly every segmentation model does: edges, textures and parts it has already
 # learned, so our few hundred images only teach it nails. The weights come with a pinned pip
-# package, so nothing downloads; `load_imagenet_encoder` copies them in (it renames the
+# package, so nothing downloads; `load_encoder_weights` (plumbing from
+# `nailseg_common.training.imagenet`) copies them in with `load_imagenet_encoder` (it renames the
 # package's tensors to timm's names, and a test checks that the classifier they make names a
 # sample photo's ImageNet class). `encoder_weights=None` starts from random weights instead:
 # exercise 5 measures what ImageNet buys.
@@ -363,17 +353,14 @@ import segmentation_models_pytorch as smp
 import torch
 from torch import nn
 
-from nailseg_common.training.imagenet import load_imagenet_encoder
+from nailseg_common.training.imagenet import load_encoder_weights
 
 
 def create_model(encoder: str = "tu-efficientnet_lite0",
                  encoder_weights: str | None = "imagenet") -> nn.Module:
     """An ``smp.Unet`` with one output channel (logits), its encoder from ImageNet by default."""
     model = smp.Unet(encoder_name=encoder, encoder_weights=None, in_channels=3, classes=1)
-    if encoder_weights == "imagenet":
-        load_imagenet_encoder(model.encoder, encoder)
-    elif encoder_weights is not None:
-        raise ValueError(f"encoder_weights is 'imagenet' or None, not {encoder_weights!r}.")
+    load_encoder_weights(model.encoder, encoder, encoder_weights)  # "imagenet", or None: random
     return model
 
 
@@ -396,19 +383,16 @@ def create_model(encoder: str = "tu-efficientnet_lite0",
 # (a background logit of −1 already satisfies it, at a probability of sigmoid(−1) ≈ 0.27).
 # Binary cross-entropy gets training going, and a **soft Dice** term on the probabilities
 # pushes them towards 0 and 1. All three are computed in float32 whatever the autocast
-# dtype (sorting bf16 values loses ties). `segmentation_loss` adds the three terms;
+# dtype (sorting bf16 values loses ties): `flat_pair` (plumbing from
+# `nailseg_common.training.scores`) checks that logits and targets have one shape and turns
+# each image into a float32 row. `segmentation_loss` adds the three terms;
 # `bce_weight=dice_weight=0` leaves the Lovász hinge alone (exercise 4).
 
 # %%
 #| export training.unet
 import torch.nn.functional as F
 
-
-def flat_pair(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``B×1×H×W`` logits and {0, 1} targets as float32 ``B×(H·W)``; shapes must agree."""
-    if logits.shape != targets.shape:
-        raise ValueError(f"logits {tuple(logits.shape)}, targets {tuple(targets.shape)}: not the same shape")
-    return logits.float().flatten(1), targets.float().flatten(1)
+from nailseg_common.training.scores import flat_pair
 
 
 def lovasz_hinge(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -750,7 +734,8 @@ print("best checkpoint, means over the images:", {k: round(v, 3) for k, v in sco
 # or too small and score it against the true mask with the same hard Dice: such a mask is
 # right everywhere except along its outline. `grown` dilates a mask with a maximum over a
 # square neighbourhood (a max-pool of side `2·pixels + 1`); a negative `pixels` erodes it,
-# as the dilation of the background. `outline_levels` scores the four versions per image.
+# as the dilation of the background. `outline_levels` scores the four versions per image;
+# `dataset_labels` (plumbing from `nailseg_common.pipelines.gallery`) stacks the validation labels.
 
 # %%
 #| export training.unet
@@ -774,8 +759,7 @@ def outline_levels(labels: torch.Tensor) -> pd.DataFrame:
 
 
 # %%
-valid_labels = torch.stack([datamodule.valid_set[i]["label"] for i in range(len(datamodule.valid_set))])
-valid_labels = valid_labels.to(cfg.device)  # the max-pools run where the model runs
+valid_labels = gallery.dataset_labels(datamodule.valid_set).to(cfg.device)  # max-pools run where the model runs
 levels = outline_levels(valid_labels)  # mean hard Dice against the true masks:
 levels.mean().to_frame(f"{len(levels)} validation masks at {cfg.image_size} px").T.round(3)
 
@@ -802,13 +786,12 @@ print(run_logs.outline_verdict(model.val_dice_per_image, valid_labels, cfg.devic
 #
 # Numbers hide where a model fails. Here are validation images with the ground truth
 # outlined in yellow and the prediction (probability above 0.5) in cyan, and below them the
-# predicted probability; each title is that image's IoU.
+# predicted probability; each title is that image's IoU. `plot_model_predictions` (plumbing
+# from `nailseg_common.measure.plots`) runs the model on the first four without gradients, in the
+# training's bf16 where it trained in bf16, and draws it.
 
 # %%
-batch = next(iter(DataLoader(datamodule.valid_set, batch_size=4)))  # 4 images, no worker processes
-with torch.no_grad(), torch.autocast(cfg.device.type, torch.bfloat16, enabled="bf16" in cfg.precision):
-    logits = model.eval()(batch["image"].to(model.device)).float().cpu()
-plots.plot_batch_predictions(batch, logits, scores=per_image_iou(logits, batch["label"]))
+plots.plot_model_predictions(model, datamodule.valid_set, cfg.precision)  # its first 4 images
 plt.show()
 
 # %% [markdown]

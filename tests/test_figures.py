@@ -169,6 +169,20 @@ def _batch():
     return {"image": torch.from_numpy(images).permute(0, 3, 1, 2), "label": torch.from_numpy(masks)[:, None]}
 
 
+def _model_predictions():
+    import torch
+
+    class Brightness(torch.nn.Module):  # logits from the red channel, on the CPU
+        device = torch.device("cpu")
+
+        def forward(self, image):
+            return image[:, :1].float() / 255 - 0.5
+
+    batch = _batch()
+    dataset = [{"image": image, "label": label} for image, label in zip(batch["image"], batch["label"])]
+    return plots.plot_model_predictions(Brightness(), dataset, "32-true")
+
+
 def _overlays(tmp_path):
     from PIL import Image
 
@@ -227,6 +241,7 @@ FIGURES = {  # name: a function of tmp_path that draws one figure as a notebook 
     "batch_predictions": lambda _: plots.plot_batch_predictions(
         _batch(), 8 * (_batch()["label"][:4, 0].float() - 0.5)[:, None], scores=[0.9] * 4),
     "overlays": _overlays,
+    "model_predictions": lambda _: _model_predictions(),
     "batch_gallery": lambda _: plots.plot_batch_gallery(_batch(), title="one DALI training batch (augmented)"),
     "step_ladder": lambda _: plots.plot_step_ladder(_ladder(), "training images/s on cuda (bound: batches on the device)"),
     "iou_curves_seeds": lambda _: plots.plot_iou_curves(

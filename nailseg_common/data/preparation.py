@@ -366,6 +366,15 @@ def read_label(path: str | os.PathLike) -> np.ndarray:
         return (np.asarray(label) > 127).astype(np.uint8)
 
 
+def read_pair(image: str | os.PathLike, label: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
+    """A photo (``read_rgb``: HxWx3 uint8, upright) and its label (:func:`read_label`); a pair
+    whose sizes differ is an error naming the photo."""
+    photo, mask = read_rgb(image), read_label(label)
+    if photo.shape[:2] != mask.shape:
+        raise ValueError(f"{image!r} is {photo.shape[:2]}, its mask {mask.shape}")
+    return photo, mask
+
+
 def _convert_pair(pair: Pair, raw: Path, staging: Path) -> Converted | str:
     """``pair`` decoded and checked, its label written under ``staging/labels``, or the
     problem that stops it."""
@@ -568,6 +577,13 @@ def read_split(location: DataLocation, split: str) -> pd.DataFrame:
     table["label"] = [str(location.prepared / p) for p in table["label"]]
     table["type"] = [int(t) if t.isdigit() else t for t in table["type"]]
     return table
+
+
+def split_paths(frame: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """The photo and label paths of a :func:`read_split` frame (``image``, ``label``), as str."""
+    if not {"image", "label"} <= set(frame.columns):
+        raise ValueError("The frame lacks image/label columns: use preparation.read_split.")
+    return frame["image"].astype(str).tolist(), frame["label"].astype(str).tolist()
 
 
 MIN_STEPS_PER_EPOCH = 4

@@ -460,6 +460,24 @@ def plot_batch_predictions(batch: dict, logits, scores=None, max_images: int = 4
                             scores=scores, max_images=max_images)
 
 
+def plot_model_predictions(model, dataset, precision: str, max_images: int = 4):
+    """:func:`plot_batch_predictions` of a LightningModule ``model`` on the first ``max_images``
+    samples of a batch-contract ``dataset``, in eval mode without gradients, under bf16
+    autocast when ``precision`` trains in bf16, each column titled by its IoU
+    (``training.unet.per_image_iou``)."""
+    import torch
+    from torch.utils.data import default_collate
+
+    from nailseg_common.training.unet import per_image_iou
+
+    batch = default_collate([dataset[i] for i in range(min(max_images, len(dataset)))])
+    device = model.device
+    with torch.no_grad(), torch.autocast(device.type, torch.bfloat16, enabled="bf16" in precision):
+        logits = model.eval()(batch["image"].to(device)).float().cpu()
+    return plot_batch_predictions(batch, logits, scores=per_image_iou(logits, batch["label"]),
+                                  max_images=max_images)
+
+
 def plot_overlays(paths, max_images: int = 4):
     """The first ``max_images`` overlay images of ``paths`` in a row, titled by file name."""
     count = max(1, min(max_images, len(paths)))

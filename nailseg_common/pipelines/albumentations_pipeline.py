@@ -11,8 +11,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
-from nailseg_common.data.images import read_rgb
-from nailseg_common.data.preparation import read_label, read_split
+from nailseg_common.data.preparation import read_pair, read_split, split_paths
 from nailseg_common.pipelines.policy import POLICY
 from nailseg_common.setup.paths import DataLocation
 from nailseg_common.setup.profiles import Profile
@@ -55,18 +54,14 @@ class NailDataset(Dataset):
     """Photo/label pairs listed in ``frame`` (columns ``image`` and ``label``: absolute paths)."""
 
     def __init__(self, frame: pd.DataFrame, transform=None):
-        if not {"image", "label"} <= set(frame.columns):
-            raise ValueError("The frame lacks image/label columns: use preparation.read_split.")
-        self.images, self.masks = frame["image"].astype(str).tolist(), frame["label"].astype(str).tolist()
+        self.images, self.masks = split_paths(frame)
         self.transform = transform
 
     def __len__(self) -> int:
         return len(self.images)
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        image, mask = read_rgb(self.images[index]), read_label(self.masks[index])
-        if image.shape[:2] != mask.shape:
-            raise ValueError(f"{self.images[index]!r} is {image.shape[:2]}, its mask {mask.shape}")
+        image, mask = read_pair(self.images[index], self.masks[index])  # sizes checked
         out = self.transform(image=image, mask=mask) if self.transform else {"image": image, "mask": mask}
         image, mask = out["image"], out["mask"]
         return {"image": torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1))),

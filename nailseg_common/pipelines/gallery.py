@@ -8,6 +8,9 @@ draw their galleries the same way; :func:`augment_pairs` is the Albumentations o
 :func:`albumentations_panels` is notebook 02's gallery. :func:`policy_table` shows the
 policy of ``nailseg_common.pipelines.policy`` as a table (with the operators of a pipeline
 that builds it, from :data:`BUILT_WITH`); :func:`fingerprints` hashes the images of batches.
+Notebook 02's reporting: :func:`ready_draws` counts how often a transform returns a sample
+resized and normalised, :func:`loaders_summary` says what a DataModule serves and
+:func:`dataset_labels` stacks a dataset's labels.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import pandas as pd
 import torch
 
 from nailseg_common.data.images import read_binary_mask, read_rgb
+from nailseg_common.data.preparation import read_pair, read_split
 from nailseg_common.pipelines.policy import POLICY
 
 BUILT_WITH = {  # how a pipeline builds each op of the policy (notebook 04's table)
@@ -61,14 +65,15 @@ def one_per_type(frame: pd.DataFrame, resize, count: int = 4) -> tuple[np.ndarra
     return np.stack([p["image"] for p in pairs]), np.stack([p["mask"] for p in pairs])
 
 
-def albumentations_panels(frame: pd.DataFrame, image_size: int, seed: int = 0) -> dict:
-    """Notebook 02's gallery: :func:`one_per_type` at ``image_size``, then three draws of the
-    Albumentations policy (``albumentations_pipeline.policy_transforms``)."""
+def albumentations_panels(location, image_size: int, seed: int = 0) -> dict:
+    """Notebook 02's gallery: :func:`one_per_type` of the training split of ``location`` at
+    ``image_size``, then three draws of the Albumentations policy
+    (``albumentations_pipeline.policy_transforms``)."""
     import albumentations as A
 
     from nailseg_common.pipelines import albumentations_pipeline as pipeline
 
-    images, masks = one_per_type(frame, pipeline.valid_transform(image_size))
+    images, masks = one_per_type(read_split(location, "train"), pipeline.valid_transform(image_size))
     policy = A.Compose(pipeline.policy_transforms(), seed=seed)
     return gallery_panels(images, masks, lambda i, m: augment_pairs(policy, i, m))
 
@@ -90,3 +95,26 @@ def gallery_panels(images, masks, augment: Callable, draws: int = 3) -> dict:
     for draw in range(1, draws + 1):
         panels[f"augmented #{draw}"] = as_panel(*augment(images, masks))
     return panels
+
+
+def ready_draws(transform, location, image_size: int, draws: int = 200) -> str:
+    """How many of ``draws`` calls of the Albumentations ``transform`` on the first training
+    photo of ``location`` return what the model expects: float32 (normalised) at ``image_size²``."""
+    frame = read_split(location, "train")
+    image, mask = read_pair(frame["image"].iloc[0], frame["label"].iloc[0])
+    outputs = [transform(image=image, mask=mask)["image"] for _ in range(draws)]
+    ready = sum(o.dtype == "float32" and o.shape[:2] == (image_size,) * 2 for o in outputs) / draws
+    return f"{ready:.1%} of {draws} draws resized and normalised"
+
+
+def loaders_summary(datamodule, batch: dict) -> str:
+    """The sizes of a set-up DataModule's ``train_set`` and ``valid_set``, and the shape,
+    dtype and range of each tensor of a ``batch``."""
+    tensors = {k: f"{tuple(v.shape)} {v.dtype} {v.min()}..{v.max()}" for k, v in batch.items()}
+    return (f"{len(datamodule.train_set)} training, {len(datamodule.valid_set)} validation images; "
+            f"a batch: {tensors}")
+
+
+def dataset_labels(dataset) -> torch.Tensor:
+    """Every ``label`` of a batch-contract ``dataset``, in order, stacked: ``N×1×H×W``."""
+    return torch.stack([dataset[i]["label"] for i in range(len(dataset))])

@@ -7,6 +7,7 @@ EfficientNet-Lite0 converted to PyTorch, under the key names of its own implemen
 (``conv_stem``, ``blocks.i.j...``), so :func:`imagenet_weights` maps them by position,
 checking every shape. ``tests/test_imagenet.py`` proves the mapping: the classifier names a
 sample photo's ImageNet class. These weights expect pixels scaled to [-1, 1].
+:func:`load_encoder_weights` is ``create_model``'s choice of ImageNet's weights or random ones.
 """
 
 from __future__ import annotations
@@ -71,3 +72,11 @@ def load_imagenet_encoder(unet_encoder: nn.Module, encoder: str) -> None:
     missing = [k for k in missing if not k.endswith("num_batches_tracked")]
     if missing:
         raise RuntimeError(f"The ImageNet weights of {encoder!r} lack {missing[:3]}...")
+
+
+def load_encoder_weights(unet_encoder: nn.Module, encoder: str, weights: str | None) -> None:
+    """``weights="imagenet"``: :func:`load_imagenet_encoder`; ``None`` keeps the random weights."""
+    if weights == "imagenet":
+        load_imagenet_encoder(unet_encoder, encoder)
+    elif weights is not None:
+        raise ValueError(f"encoder_weights is 'imagenet' or None, not {weights!r}.")

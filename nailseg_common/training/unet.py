@@ -12,26 +12,16 @@ from torch import nn
 from torchmetrics import MeanMetric
 
 from nailseg_common.pipelines.policy import to_unit_float
-from nailseg_common.training.imagenet import load_imagenet_encoder
-from nailseg_common.training.scores import per_image_soft_dice, ratio_or_one
+from nailseg_common.training.imagenet import load_encoder_weights
+from nailseg_common.training.scores import flat_pair, per_image_soft_dice, ratio_or_one
 
 
 def create_model(encoder: str = "tu-efficientnet_lite0",
                  encoder_weights: str | None = "imagenet") -> nn.Module:
     """An ``smp.Unet`` with one output channel (logits), its encoder from ImageNet by default."""
     model = smp.Unet(encoder_name=encoder, encoder_weights=None, in_channels=3, classes=1)
-    if encoder_weights == "imagenet":
-        load_imagenet_encoder(model.encoder, encoder)
-    elif encoder_weights is not None:
-        raise ValueError(f"encoder_weights is 'imagenet' or None, not {encoder_weights!r}.")
+    load_encoder_weights(model.encoder, encoder, encoder_weights)  # "imagenet", or None: random
     return model
-
-
-def flat_pair(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``B×1×H×W`` logits and {0, 1} targets as float32 ``B×(H·W)``; shapes must agree."""
-    if logits.shape != targets.shape:
-        raise ValueError(f"logits {tuple(logits.shape)}, targets {tuple(targets.shape)}: not the same shape")
-    return logits.float().flatten(1), targets.float().flatten(1)
 
 
 def lovasz_hinge(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
