@@ -61,18 +61,17 @@
 # %%
 import nailseg_common  # noqa: F401, I001  (first: it silences notices the libraries below print)
 import matplotlib.pyplot as plt
-import pandas as pd
 import pytorch_lightning as pl
 import torch
 from IPython.display import display
 
 from nailseg_common.data.preparation import read_split
-from nailseg_common.measure import benchmark, plots
-from nailseg_common.pipelines.gallery import fingerprints, policy_table
-from nailseg_common.setup.dali import where_dali_runs
+from nailseg_common.measure import benchmark, dali_report, plots
+from nailseg_common.pipelines.gallery import policy_table
+from nailseg_common.setup.dali import dali_available, where_dali_runs
 from nailseg_common.training import run_logs
-from nailseg_common.training.trainer import TrainingSpeed, bound_speed, make_trainer
-from nailseg_common.training.unet import LitNailSegmentation, per_image_dice
+from nailseg_common.training.trainer import TrainingSpeed, make_trainer
+from nailseg_common.training.unet import LitNailSegmentation
 
 # %% tags=["parameters"]
 profile = ""            # smoke, cpu or gpu; empty: $NAILSEG_PROFILE, else chosen from the hardware
@@ -125,8 +124,6 @@ def dali_device(profile: Profile) -> str:
 
 
 # %%
-from nailseg_common.setup.dali import dali_available
-
 HAVE_DALI = dali_available()
 device = dali_device(cfg)
 device_id = 0 if device == "gpu" else None
@@ -194,22 +191,17 @@ if HAVE_DALI:
 # linear resize blends nail and background, so the "mask" the loss saw had values between 0
 # and 1. The fix is nearest-neighbour interpolation (`types.INTERP_NN`), which only ever
 # copies a value. The same pipeline, on float masks as the posts had them and on the
-# course's uint8 labels (0 and 255 as stored):
+# course's uint8 labels (0 and 255 as stored); `dali_report.interpolation_table` (plumbing
+# from `nailseg_common.measure.dali_report`) counts the pixels of each resize that are
+# neither label, and those unlike the nearest-neighbour resize:
 
 # %%
 if HAVE_DALI:
-    counts = []
-    for as_float in (True, False):
-        nearest = run_once(mask_files, types.INTERP_NN, as_float)[1].as_cpu().as_array()
-        top = 1 if as_float else 255
-        for name in ("INTERP_LINEAR", "INTERP_NN"):
-            masks = run_once(mask_files, getattr(types, name), as_float)[1].as_cpu().as_array()
-            other = int(((masks != 0) & (masks != top)).sum())
-            counts.append({"mask dtype": "float32" if as_float else "uint8", "interpolation": name,
-                           "pixels neither label": other, "share": f"{other / masks.size:.2%}",
-                           "pixels unlike nearest": int((masks != nearest).sum())})
+    def resized(name, as_float):  # the masks through the first pipeline with types.<name>, as one array
+        return run_once(mask_files, getattr(types, name), as_float)[1].as_cpu().as_array()
+
     print(f"{len(mask_files)} training masks resized to {cfg.image_size} px")
-    display(pd.DataFrame(counts))
+    display(dali_report.interpolation_table(resized))
 
 # %% [markdown]
 # On float masks and on 0/255 labels alike, the linear resize leaves a rim of in-between
@@ -488,7 +480,8 @@ def split_files(location: DataLocation, split: str) -> tuple[list[str], list[str
 # One training batch, straight from the GPU if there is one (yellow is the mask's outline:
 # it must follow the nail through every flip, rotation and zoom), then one epoch of
 # validation: ceil(N / batch) batches, the last one partial, where training has
-# floor(N / batch) full batches.
+# floor(N / batch) full batches (`dali_report.epochs_line`, plumbing from
+# `nailseg_common.measure.dali_report`, counts them).
 
 # %%
 train_images, train_masks = split_files(data, "train")
@@ -501,9 +494,7 @@ if HAVE_DALI:
     plots.plot_batch_gallery(batch, title="one DALI training batch (augmented)")
     plt.show()
     valid_loader = make_loader(valid_images, valid_masks, batch_size=cfg.batch_size, train=False, **options)
-    sizes = [len(b["image"]) for b in valid_loader]
-    print(f"validation: {len(valid_images)} images, batch {cfg.batch_size}: {len(valid_loader)} "
-          f"batches of {sizes}; training: {len(train_images)} images, {len(train_loader)} full batches")
+    print(dali_report.epochs_line(train_loader, valid_loader, train_images, valid_images))
 
 # %% [markdown]
 # **Sharding.** With several GPUs, each rank runs its own pipeline on its own GPU and reads
@@ -513,7 +504,8 @@ if HAVE_DALI:
 # batch came from (`sample_ids=True`). Not by their pixels: on an H200 the shards' decoded
 # photos did not all match the same photos decoded in the whole set's batches. The mixed
 # decoder splits each batch between the hardware decoder and nvJPEG's CUDA decoder, which is
-# the likely cause (not measured here).
+# the likely cause (not measured here). `dali_report.shard_check` (plumbing from
+# `nailseg_common.measure.dali_report`) reads the names with `sample_names` and counts them.
 
 # %%
 def validation_loader(batch_size=cfg.batch_size, **extra) -> DALILoader:
@@ -521,10 +513,8 @@ def validation_loader(batch_size=cfg.batch_size, **extra) -> DALILoader:
 
 
 if HAVE_DALI:
-    shards = [[name for batch in validation_loader(shard_id=rank, num_shards=3, sample_ids=True)
-               for name in sample_names(batch["sample_id"])] for rank in range(3)]
-    print("images per shard:", [len(s) for s in shards], "| together the validation set, each image once:",
-          len(set().union(*shards)) == sum(len(s) for s in shards) == len(valid_images))
+    shards = (validation_loader(shard_id=rank, num_shards=3, sample_ids=True) for rank in range(3))
+    print(dali_report.shard_check(shards, len(valid_images)))
 
 # %% [markdown]
 # ## The `LightningDataModule`
@@ -594,9 +584,10 @@ class DALINailDataModule(pl.LightningDataModule):
 # normalises on the device), and so is the Trainer: `make_trainer` logs each epoch's metrics
 # and wall time under `runs/<profile>/04_dali/`. This is the notebook's one training run,
 # `max_steps` optimizer steps, with notebook 02's instrument: `TrainingSpeed` measures the
-# training images/s, and `bound_speed` the same step on a few batches already on the device
-# (no loading at all). Their ratio says how much of the bound DALI leaves; its spread is the
-# 95 % interval from both runs' epochs.
+# training images/s, and `dali_report.bound_of` (plumbing from
+# `nailseg_common.measure.dali_report`) runs notebook 02's `bound_speed`: the same step on
+# four training batches already on the device (no loading at all). Their ratio says how
+# much of the bound DALI leaves; its spread is the 95 % interval from both runs' epochs.
 # Notebook 05 judges the pipelines against each other with repeated windows in one run.
 #
 # Accuracy is judged by the course's target from notebook 02: the model's per-image hard
@@ -611,9 +602,7 @@ if HAVE_DALI:
     trainer.fit(model, datamodule=DALINailDataModule(data, cfg))
     dali_metrics, dali_dice = run_logs.read_metrics(trainer), model.val_dice_per_image
     print(run_logs.outline_verdict(dali_dice, torch.cat([b["label"].cpu() for b in valid_loader]), cfg.device))
-    resident = [{k: v.to(cfg.device) for k, v in b.items()} for b, _ in zip(train_loader, range(4))]
-    bound = bound_speed(
-        cfg, lambda: LitNailSegmentation(cfg.encoder, cfg.lr, cfg.max_steps), resident, 5 * cfg.bench_steps)
+    bound = dali_report.bound_of(cfg, train_loader, 5 * cfg.bench_steps)
     print(speed.report(bound, f"DALI, {trainer.global_step} steps"))
 
 # %% [markdown]
@@ -632,24 +621,17 @@ if HAVE_DALI:
 # does not divide the validation set, `FILL` hands the padded last batch over whole: copies
 # of the last image enter the validation metrics. The trained model, scored on one
 # validation epoch of each policy with a batch size that does not divide the set: hard Dice
-# (threshold 0.5) per image, averaged over what the loader yields, as `val_dice` does.
+# (threshold 0.5) per image, averaged over what the loader yields, as `val_dice` does
+# (`batch_not_dividing` picks the batch size and `last_batch_table` scores and counts, both
+# plumbing from `nailseg_common.measure.dali_report`).
 
 # %%
-count = len(valid_images)
-eval_batch = next((b for b in range(min(cfg.batch_size, count), 1, -1) if count % b), count + 1)
 if HAVE_DALI:
-    model.to(cfg.device).eval()
-    rows = {}
-    for policy in (LastBatchPolicy.FILL, LastBatchPolicy.PARTIAL):
-        batches = list(validation_loader(eval_batch, last_batch_policy=policy))
-        with torch.no_grad():
-            scores = torch.cat([per_image_dice(model(b["image"].to(cfg.device)).float().cpu(),
-                                               b["label"].cpu()) for b in batches])
-        samples = fingerprints(batches)
-        rows[policy.name] = {"images scored": len(samples), "duplicates": len(samples) - len(set(samples)),
-                             "hard Dice": scores.mean().item()}
-    print(f"{count} validation images, batch size {eval_batch}")
-    display(pd.DataFrame.from_dict(rows, orient="index").round(4))
+    eval_batch = dali_report.batch_not_dividing(len(valid_images), cfg.batch_size)
+    epochs = {policy.name: list(validation_loader(eval_batch, last_batch_policy=policy))
+              for policy in (LastBatchPolicy.FILL, LastBatchPolicy.PARTIAL)}
+    print(f"{len(valid_images)} validation images, batch size {eval_batch}")
+    display(dali_report.last_batch_table(model, epochs, cfg.device).round(4))
 
 # %% [markdown]
 # The only difference between the two is the padded copies of the last image: `PARTIAL`
@@ -661,8 +643,9 @@ if HAVE_DALI:
 #
 # Notebook 02 trained the same model with Albumentations on CPU workers in this profile and
 # logged it under `runs/<profile>/02_lightning_baseline/`; we read that run instead of
-# training it again (`runs_with_baseline` and `runs_table` from
-# `nailseg_common.training.run_logs`, as in notebook 03): the curves, the last Dice and IoU,
+# training it again. `dali_report.against_baseline` (plumbing from
+# `nailseg_common.measure.dali_report`) finds its log with `run_logs.runs_with_baseline`, as
+# notebook 03 does, and shows the curves and `run_logs.runs_table`: the last Dice and IoU,
 # and the median seconds per epoch (validation included, the first epoch left out).
 #
 # The verdict compares the final hard Dice of the two runs. Notebook 02's log keeps only the
@@ -672,13 +655,8 @@ if HAVE_DALI:
 # Albumentations on CPU workers.
 
 # %%
-runs = run_logs.runs_with_baseline(cfg, {f"DALI on the {device.upper()}": dali_metrics} if HAVE_DALI else {})
-if runs:
-    plots.plot_training_curves(runs)
-    plt.show()
-    display((table := run_logs.runs_table(runs)).round(3))
-if HAVE_DALI and run_logs.BASELINE_LABEL in runs:
-    print(run_logs.baseline_verdict(dali_dice, table))
+dali_run = {f"DALI on the {device.upper()}": dali_metrics} if HAVE_DALI else {}
+dali_report.against_baseline(cfg, dali_run, dali_dice if HAVE_DALI else None)
 
 # %% [markdown]
 # Same model, same policy, other random draws: the curves should end close together when
