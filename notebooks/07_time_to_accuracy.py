@@ -73,7 +73,6 @@
 # %%
 import nailseg_common  # noqa: F401, I001  (first: it silences notices the libraries below print)
 import functools
-import json
 import math
 
 import matplotlib.pyplot as plt
@@ -82,11 +81,12 @@ import pytorch_lightning as pl
 import torch
 from IPython.display import display
 
-from nailseg_common.measure import plots
-from nailseg_common.measure.benchmark import (default_pipelines, interleaved_rates, load_results, pipeline_rates,
-                                              profile_step, reuse, train_loader_of, training_datamodule)
-from nailseg_common.measure.profiling import datasheet_tflops, matmul_peak_tflops
-from nailseg_common.core.statistics import Verdict, prediction_spread, ratio_spread
+from nailseg_common.measure import plots, time_to_accuracy_report
+from nailseg_common.measure.benchmark import (default_pipelines, interleaved_rates, keeping_up, load_results,
+                                              pipeline_rates, profile_step, reuse, train_loader_of,
+                                              training_datamodule)
+from nailseg_common.measure.profiling import busy_in_words, matmul_peak_tflops
+from nailseg_common.core.statistics import Verdict, ratio_spread
 from nailseg_common.measure.timing import resident_batches
 from nailseg_common.setup.dali import dali_status
 from nailseg_common.setup.paths import REPO_ROOT
@@ -170,6 +170,8 @@ import torch
 from nailseg_common.training.unet import LitNailSegmentation
 
 
+# %%
+#| export training.fast_training
 class FastNailSegmentation(LitNailSegmentation):
     """Notebook 02's module with the faster step and recipe of the list above. Other keyword
     arguments go to :class:`LitNailSegmentation`; ``sample_id`` in a batch is kept."""
@@ -247,7 +249,8 @@ def predict_at_half_resolution(unet: torch.nn.Module) -> None:
 # The faster recipe is a profile too: `faster_recipe` swaps in the profile's faster batch,
 # peak learning rate and schedule (the batch fitted to a small training split), and
 # `recipe_model` builds the module of such a profile. Every timed run below, and
-# `tools/time_to_accuracy_seeds.py`, start from these two.
+# `tools/time_to_accuracy_seeds.py`, start from these two. `describe_recipe` (plumbing from
+# `nailseg_common.measure.time_to_accuracy_report`) prints both recipes in one line.
 
 # %%
 #| export training.fast_training
@@ -277,12 +280,7 @@ def recipe_model(profile: Profile) -> FastNailSegmentation:
 
 # %%
 fast = faster_recipe(cfg, data)
-print(f"the course's step: batch {cfg.batch_size}, lr {cfg.lr}; the faster recipe: batch "
-      f"{fast.batch_size}, peak lr {fast.lr}, {fast.warmup_steps} warm-up steps, "
-      f"{fast.max_steps} steps, validation every {fast.val_every_n_epochs} epoch(s), "
-      f"half-resolution head {fast.fast_half_resolution_head}, compile {fast.compile_model}; "
-      f"validations score an average of the weights (decay {fast.fast_ema_decay}, 0: off), "
-      f"flip-averaged {fast.fast_flip_average}")
+print(time_to_accuracy_report.describe_recipe(cfg, fast))
 
 
 # %% [markdown]
@@ -296,7 +294,8 @@ print(f"the course's step: batch {cfg.batch_size}, lr {cfg.lr}; the faster recip
 # The peak is measured in the same run as the bf16 rate of a large matrix product on a GPU,
 # timed with the course's clock (`matmul_peak_tflops` in `nailseg_common.measure.profiling`),
 # and shown beside the datasheet's dense bf16 figure where the device is one we know
-# (`nailseg_common.measure.profiling.datasheet_tflops`).
+# (`nailseg_common.measure.profiling.datasheet_tflops`). `flops_in_words` (plumbing from
+# `nailseg_common.measure.time_to_accuracy_report`) prints the counts and the two peaks.
 
 # %%
 #| export training.fast_training
@@ -319,11 +318,7 @@ flops = training_flops_per_image(LitNailSegmentation(encoder=cfg.encoder), cfg.i
 half = functools.partial(FastNailSegmentation, half_resolution_head=fast.fast_half_resolution_head)
 recipe_flops = training_flops_per_image(half(encoder=cfg.encoder), cfg.image_size)
 peak_measured = matmul_peak_tflops(cfg.device)
-print(f"U-Net {cfg.encoder} at {cfg.image_size} px, GFLOP per image: {flops['forward'] / 1e9:.1f} forward, "
-      f"{flops['training'] / 1e9:.1f} forward + backward; the faster recipe's {recipe_flops['training'] / 1e9:.1f}")
-if peak_measured:
-    print(f"bf16 peak: {peak_measured:.0f} TFLOP/s measured (8192³ matrix product), "
-          f"datasheet {datasheet_tflops(cfg.device) or 'unknown'}")
+print("\n".join(time_to_accuracy_report.flops_in_words(cfg, flops, recipe_flops, peak_measured)))
 
 # %% [markdown]
 # ## The step, one change at a time
@@ -541,11 +536,12 @@ print(f"faster step ÷ 02's step: {faster['img_s'] / eager['img_s']:.3f} "
 # augmentations), one seed after another in one process alone on a GPU, and commits every
 # run to `seed_results`. The cells below read that file: every seed's curve, then every seed's
 # time to several levels of IoU (`iou_levels`, and the level the file's runs stopped at).
+# `read_seeds` and `describe_seeds` (plumbing from `nailseg_common.measure.time_to_accuracy_report`)
+# read the file and say where it comes from.
 
 # %%
-seeds = json.loads((REPO_ROOT / seed_results).read_text()) if (REPO_ROOT / seed_results).exists() else None
-print(f"{seed_results}: {len(seeds['runs'])} seeds on {seeds['device']}, torch {seeds['versions']['torch']}, "
-      f"{seeds['date']}" if seeds else f"no {seed_results}: see `python -m tools.time_to_accuracy_seeds --help`")
+seeds = time_to_accuracy_report.read_seeds(REPO_ROOT / seed_results)
+print(time_to_accuracy_report.describe_seeds(seeds, seed_results))
 
 # %% [markdown]
 # `seconds_to_level` times every seed to a level, at its first validation at or above it. A
@@ -553,6 +549,8 @@ print(f"{seed_results}: {len(seeds['runs'])} seeds on {seeds['device']}, torch {
 # that some seeds miss has a median only while most reach it, and no range at all. The level
 # of this notebook is the highest of the table's levels that **every** seed reaches: a level
 # the recipe reaches, whatever the seed, and a time with a median and a range to compare with.
+# `levels_table` (plumbing from `nailseg_common.measure.time_to_accuracy_report`) gives each
+# level's count of seeds that reach it, and their median, fastest and slowest seconds.
 
 # %%
 #| export training.fast_training
@@ -573,10 +571,8 @@ level, by_seed = None, None
 if seeds:
     levels = sorted({*iou_levels, seeds["summary"]["target_iou"]})
     by_seed = pd.DataFrame({lv: seconds_to_level(seeds["runs"], lv) for lv in levels})
-    reached, level = by_seed < math.inf, common_level(seeds["runs"], levels)
-    display(pd.DataFrame({"seeds reaching it": reached.sum(), "median s": by_seed.median(),
-                          "fastest s": by_seed.min(), "slowest s": by_seed[reached].max()})
-            .replace(math.inf, float("nan")).rename(index="IoU {:.2f}".format).round(1))
+    level = common_level(seeds["runs"], levels)
+    display(time_to_accuracy_report.levels_table(by_seed))
     print(f"the level: IoU {level}, the highest that all {len(seeds['runs'])} seeds reach")
     plots.plot_iou_curves({f"seed {run['seed']}": run["history"] for run in seeds["runs"]}, level)
     plt.show()
@@ -600,21 +596,16 @@ plots.plot_iou_curves({f"{fast.max_steps} steps, batch {fast.batch_size}": run["
 plt.show()
 
 # %% [markdown]
-# The verdict: did this run reach the level, and how long did it take against the seeds'
-# median? One run is one more draw from the seeds' spread of times, so its `±` is the 95 %
-# interval of one more draw (`prediction_spread`: Student's t for the seeds' count times
-# their standard deviation, widened by the uncertainty of their mean).
+# The verdict (`against_seeds`, plumbing from `nailseg_common.measure.time_to_accuracy_report`):
+# did this run reach the level, and how long did it take against the seeds' median? One run
+# is one more draw from the seeds' spread of times, so its `±` is the 95 % interval of one
+# more draw (`prediction_spread`: Student's t for the seeds' count times their standard
+# deviation, widened by the uncertainty of their mean).
 # On another device than the seeds' the seconds compare devices as well as runs.
 
 # %%
 print(f"this run on {device_name}; the seeds on {seeds['device'] if seeds else 'no file'}")
-if run["reached"]:
-    times = by_seed[level]
-    print(Verdict(f"seconds to IoU {level}", run["seconds_to_target"], times.median(),
-                  prediction_spread(times), "seeds' median", higher_is_better=False))
-else:
-    print(f"IoU {level} not reached in {fast.max_steps} steps: "
-          + ("no time to compare" if on_gpu else "a CPU profile trains far too briefly"))
+print(time_to_accuracy_report.against_seeds(run, by_seed, level, on_gpu))
 
 # %% [markdown]
 # ## How hard is a level? One pixel of outline
@@ -663,8 +654,9 @@ outline.round(3)
 # Notebook 05 measured DALI against 02's step; does it keep up with this faster one? Kornia and
 # Albumentations fall behind by design, the lessons of notebooks 03 and 05. The dots are the ratios to 02's
 # step from notebook 05's committed run. A pipeline keeps up when its whole interval lies
-# within a tenth of the bound (above 0.9); a few windows give a wide interval, and then the
-# cell says it cannot tell rather than call it either way.
+# within a tenth of the bound (above 0.9); a few windows give a wide interval, and then
+# `keeping_up` (plumbing from `nailseg_common.measure.benchmark`, a line per pipeline) says it
+# cannot tell rather than call it either way.
 
 # %%
 if run_pipelines:
@@ -676,12 +668,7 @@ if run_pipelines:
     display(table.round(3))
     plots.plot_ratio_change(table["ratio to bound"], table["±"], before)
     plt.show()
-    for pipeline, row in table.iterrows():
-        verdict = Verdict(f"{pipeline} ÷ the faster bound", row["ratio to bound"], 1.0, row["±"], "same process")
-        low = verdict.value - verdict.spread  # keeping up: the whole interval within a tenth of the bound
-        keeps = ("falls behind" if verdict.outcome == "missed" else "keeps up" if low >= 0.9
-                 else f"cannot tell from {pipeline_windows} windows (its interval reaches {low:.2f})")
-        print(f"{pipeline}: {verdict.value:.3f} ± {verdict.spread:.3f} of the faster bound, {keeps}")
+    print("\n".join(keeping_up(table, pipeline_windows)))
 
 # %% [markdown]
 # The lesson of the course about input pipelines: "fast enough" is relative to the step.
@@ -705,19 +692,15 @@ if run_pipelines:
 # %%
 kernels = profile_step(model, fast, resident[fast.batch_size], profile_steps)
 busy_ms, wall_ms = kernels["ms per step"].sum(), 1e3 * fast.batch_size / faster["img_s"]
-conv_ms = kernels["ms per step"].get("convolutions and matrix products", 0.0)
-print(f"{'GPU' if on_gpu else 'CPU'} busy {busy_ms:.1f} ms of a {wall_ms:.1f} ms step; "
-      f"convolutions and matrix products {conv_ms:.1f} ms of it")
-if peak_measured:
-    print(f"at the measured peak they would take "
-          f"{1e3 * recipe_flops['training'] * fast.batch_size / (peak_measured * 1e12):.1f} ms")
+step_flops = recipe_flops["training"] * fast.batch_size
+print("\n".join(busy_in_words(kernels, wall_ms, step_flops, peak_measured, "GPU" if on_gpu else "CPU")))
 kernels.assign(share=kernels["ms per step"] / busy_ms).round(3)
 
 # %% [markdown]
 # Read the table with the FLOP count from the start: if the convolutions and matrix
-# products ran at the measured peak, they would take `training FLOPs × batch ÷ peak`; the
-# cell prints that floor (on a GPU) next to what they took, and the table what the rest of
-# the step costs.
+# products ran at the measured peak, they would take `training FLOPs × batch ÷ peak`;
+# `busy_in_words` (plumbing from `nailseg_common.measure.profiling`) prints that floor (on a
+# GPU) next to what they took, and the table says what the rest of the step costs.
 #
 # The profile also answers the question the pipelines left open. DALI hides its work in the
 # time the step leaves the GPU idle (`wall − busy`, above). What DALI adds to a step is

@@ -300,3 +300,57 @@ def test_adamw_off_fused_keeps_the_default_foreach_kernels_of_02s_step(fused):
     baseline = LitNailSegmentation(SMOKE.encoder, 1e-3, 10, encoder_weights=None).configure_optimizers()
     assert optimizer.defaults["foreach"] is baseline["optimizer"].defaults["foreach"] is None
     assert optimizer.defaults["fused"] is (True if fused else baseline["optimizer"].defaults["fused"])
+
+
+def test_the_levels_table_counts_the_seeds_that_reach_each_level_and_times_only_those():
+    import math
+
+    import pandas as pd
+
+    from nailseg_common.measure.time_to_accuracy_report import levels_table
+
+    by_seed = pd.DataFrame({0.8: [5.0, 7.0, 9.0], 0.9: [6.0, math.inf, 12.0], 0.95: [math.inf] * 3})
+    table = levels_table(by_seed)
+    assert table["seeds reaching it"].tolist() == [3, 2, 0]
+    assert table.loc["IoU 0.80"].tolist() == [3, 7.0, 5.0, 9.0]
+    assert table.loc["IoU 0.90", "median s"] == 12.0 and table.loc["IoU 0.90", "slowest s"] == 12.0
+    assert table.loc["IoU 0.95"].iloc[1:].isna().all()
+
+
+def test_a_run_is_judged_against_the_seeds_median_with_one_more_draws_spread():
+    import pandas as pd
+
+    from nailseg_common.core.statistics import prediction_spread
+    from nailseg_common.measure.time_to_accuracy_report import against_seeds
+
+    by_seed = pd.DataFrame({0.86: [8.0, 9.0, 10.0, 11.0]})
+    verdict = against_seeds({"reached": True, "seconds_to_target": 9.0, "max_steps": 100}, by_seed, 0.86, True)
+    assert verdict.target == 9.5 and verdict.spread == prediction_spread(by_seed[0.86])
+    assert not verdict.higher_is_better and verdict.outcome == "within noise"
+    missed = against_seeds({"reached": False, "max_steps": 100}, by_seed, 0.86, False)
+    assert missed == "IoU 0.86 not reached in 100 steps: a CPU profile trains far too briefly"
+
+
+def test_a_pipeline_keeps_up_only_when_its_whole_interval_lies_within_a_tenth_of_the_bound():
+    import pandas as pd
+
+    from nailseg_common.measure.benchmark import keeping_up
+
+    table = pd.DataFrame({"ratio to bound": [0.97, 0.6, 0.95], "±": [0.05, 0.1, 0.2]},
+                         index=["dali", "kornia", "albumentations"])
+    dali, kornia, albumentations = keeping_up(table, 3)
+    assert dali == "dali: 0.970 ± 0.050 of the faster bound, keeps up"
+    assert kornia.endswith("falls behind")
+    assert albumentations.endswith("cannot tell from 3 windows (its interval reaches 0.75)")
+
+
+def test_the_profile_in_words_gives_the_floor_of_the_steps_flops_at_the_peak():
+    import pandas as pd
+
+    from nailseg_common.measure.profiling import busy_in_words
+
+    kernels = pd.DataFrame({"ms per step": {"convolutions and matrix products": 6.0, "optimizer": 1.0}})
+    busy, floor = busy_in_words(kernels, 10.0, 2e12, 1000.0, "GPU")
+    assert busy == "GPU busy 7.0 ms of a 10.0 ms step; convolutions and matrix products 6.0 ms of it"
+    assert floor == "at the measured peak they would take 2.0 ms"
+    assert busy_in_words(kernels, 10.0, 2e12, None, "CPU") == [busy.replace("GPU", "CPU")]

@@ -291,6 +291,23 @@ def pipeline_rates(pipelines: list[Pipeline], profile: Profile, make_model: Call
     return pd.DataFrame(rows).T
 
 
+KEEPS_UP = 0.9  # a pipeline keeps up when the whole interval of its ratio to the bound lies above it
+
+
+def keeping_up(table, windows: int) -> list[str]:
+    """A line per pipeline of :func:`pipeline_rates`'s ``table``: its ratio to the bound with
+    its spread, and whether it keeps up (its whole interval above :data:`KEEPS_UP`), falls
+    behind (below the bound beyond the spread), or its ``windows`` windows cannot tell."""
+    lines = []
+    for pipeline, row in table.iterrows():
+        verdict = Verdict(f"{pipeline} ÷ the faster bound", row["ratio to bound"], 1.0, row["±"], "same process")
+        low = verdict.value - verdict.spread
+        keeps = ("falls behind" if verdict.outcome == "missed" else "keeps up" if low >= KEEPS_UP
+                 else f"cannot tell from {windows} windows (its interval reaches {low:.2f})")
+        lines.append(f"{pipeline}: {verdict.value:.3f} ± {verdict.spread:.3f} of the faster bound, {keeps}")
+    return lines
+
+
 def profile_step(model: pl.LightningModule, profile: Profile, resident: Iterable[dict], steps: int):
     """Device (or CPU) time per kernel group of ``steps`` training steps of ``model`` on
     ``resident`` batches (``resident_batches``; its ``gpu_augmentation`` off: the bound's

@@ -148,3 +148,17 @@ class KernelProfile(Callback):
         frame = pd.DataFrame([{"group": kernel_group(e.key), "ms per step": self_us(e) / 1e3 / steps}
                               for e in self.profiler.key_averages() if self_us(e) > 0])
         return frame.groupby("group")["ms per step"].sum().sort_values(ascending=False).to_frame()
+
+
+def busy_in_words(kernels, wall_ms: float, step_flops: float, peak_tflops: float | None,
+                  processor: str) -> list[str]:
+    """What a profile (``ms_per_group``'s ``kernels``) says of a step of ``wall_ms``: how
+    long the ``processor`` was busy, how much of it convolutions and matrix products took,
+    and, given ``peak_tflops``, how long the step's ``step_flops`` would take at that peak."""
+    busy_ms = kernels["ms per step"].sum()
+    conv_ms = kernels["ms per step"].get("convolutions and matrix products", 0.0)
+    lines = [(f"{processor} busy {busy_ms:.1f} ms of a {wall_ms:.1f} ms step; "
+              f"convolutions and matrix products {conv_ms:.1f} ms of it")]
+    if peak_tflops:
+        lines.append(f"at the measured peak they would take {1e3 * step_flops / (peak_tflops * 1e12):.1f} ms")
+    return lines
