@@ -68,13 +68,7 @@ import pandas as pd
 from nailseg_common.commands import predict
 from nailseg_common.core.statistics import Verdict, mean_spread
 from nailseg_common.data.synthetic import photos_or_standin
-from nailseg_common.measure import plots
-from nailseg_common.measure.own_photos_report import (
-    advice_in_words,
-    available_starts,
-    finetune_gain_in_words,
-)
-from nailseg_common.setup.paths import shown
+from nailseg_common.measure import own_photos_report, plots
 from nailseg_common.setup.profiles import select_profile
 
 # %% [markdown]
@@ -148,19 +142,15 @@ from nailseg_common.setup.profiles import Profile
 # The starts must differ in their weights and nothing else, so every start uses the
 # checkpoint's encoder; if the profile or the `encoder` parameter says otherwise, the
 # checkpoint wins and the cell says so. Without a checkpoint the notebook goes on with the
-# other starts.
+# other starts. `checkpoint_in_words` (plumbing from `nailseg_common.measure.own_photos_report`)
+# says which checkpoint it found, or how to get one.
 # %%
-from nailseg_common.training.checkpoints import CHECKPOINT_RUNS, SHIPPED_MODEL, choose_checkpoint
+from nailseg_common.training.checkpoints import choose_checkpoint
 
 synthetic_checkpoint = choose_checkpoint(checkpoint, cfg.name)
-if synthetic_checkpoint is None:
-    print(f"no checkpoint of {CHECKPOINT_RUNS} in profile {cfg.name!r} and no "
-          f"{shown(SHIPPED_MODEL)}: going on without the synthetic start (run notebook 02 first, "
-          "or pass checkpoint=...)")
-else:
+if synthetic_checkpoint is not None:
     cfg = dataclasses.replace(cfg, encoder=synthetic_checkpoint.encoder)
-    print(f"synthetic checkpoint: {shown(synthetic_checkpoint.path)} (synthetic validation hard "
-          f"Dice {synthetic_checkpoint.recorded_dice:.3f}); every start's encoder: {cfg.encoder}")
+print(own_photos_report.checkpoint_in_words(synthetic_checkpoint, cfg.name, cfg.encoder))
 
 # %% [markdown]
 # ## Three starts
@@ -216,7 +206,7 @@ def make_start(start_name: str) -> LitNailSegmentation:
                        synthetic_checkpoint)
 
 
-available, skipped = available_starts(STARTS, synthetic_checkpoint)
+available, skipped = own_photos_report.available_starts(STARTS, synthetic_checkpoint)
 print(f"starts to fine-tune: {', '.join(available)} (U-Net with a {cfg.encoder} encoder);",
       "skipped:", skipped or "none")
 
@@ -467,7 +457,8 @@ def score_photos(logits: torch.Tensor, labels: torch.Tensor, frame: pd.DataFrame
 # %% [markdown]
 # The first row of the comparison needs no training at all: the synthetic checkpoint as it
 # is (**zero-shot**), on photos it has never seen: all of them. It is the number fine-tuning
-# has to beat.
+# has to beat. `scores_in_words` (plumbing from `nailseg_common.measure.own_photos_report`)
+# prints its means.
 
 # %%
 ZERO_SHOT = "synthetic, no fine-tuning"
@@ -475,9 +466,7 @@ tables, logits = {}, {}
 if synthetic_checkpoint is not None:
     logits[ZERO_SHOT] = predict_logits(make_start("synthetic"), photos_set.images)
     tables[ZERO_SHOT] = score_photos(logits[ZERO_SHOT], photos_set.labels, frame)
-    zero_shot = tables[ZERO_SHOT][["dice", "iou"]].mean()
-    print(f"zero-shot, mean over all {len(frame)} photos: hard Dice {zero_shot['dice']:.3f}, "
-          f"IoU {zero_shot['iou']:.3f}")
+    print(own_photos_report.scores_in_words("zero-shot", tables[ZERO_SHOT]))
 
 # %% [markdown]
 # ## Cross-validating the starts
@@ -613,7 +602,7 @@ if {"synthetic", ZERO_SHOT} <= tables.keys():
     gain = tables["synthetic"].dice - tables[ZERO_SHOT].dice[tables["synthetic"].index]
     verdict = Verdict("fine-tuning gain", gain.mean(), 0.0, mean_spread(gain), "the start as it is")
     print(verdict)
-    print("\n".join(finetune_gain_in_words(verdict.outcome, standin=not data_root)))
+    print("\n".join(own_photos_report.finetune_gain_in_words(verdict.outcome, standin=not data_root)))
 else:
     print("no verdict on fine-tuning: there is no synthetic checkpoint to start from")
 
@@ -629,6 +618,8 @@ else:
 # climb, they still need every photo they can get. A point below the dotted line is a start
 # that fine-tuning made worse: a handful of photos pulls the weights towards what they show,
 # and the model forgets some of what it knew; the more photos, the less it forgets.
+# `learning_curve` (plumbing from `nailseg_common.measure.own_photos_report`) puts each
+# point's mean Dice and its spread in a table.
 
 # %%
 curve_starts = [name for name in ("synthetic", "random") if name in available]
@@ -637,9 +628,7 @@ sizes = sorted({size for size in curve_sizes if size < all_photos})
 by_size = {size: cross_validate(make_start, curve_starts, frame, photos_set,
                                fold_sets[:cfg.curve_folds], cfg, train_size=size).tables
            for size in sizes} | {all_photos: {name: tables[name] for name in curve_starts}}
-curve = pd.DataFrame([{"start": name, "photos": size, "dice": table.dice.mean(),
-                       "±": mean_spread(table.dice)}
-                      for size, part in by_size.items() for name, table in part.items()])
+curve = own_photos_report.learning_curve(by_size)
 plots.plot_learning_curve(curve, tables[ZERO_SHOT].dice.mean() if ZERO_SHOT in tables else None)
 plt.show()
 curve.pivot(index="photos", columns="start", values="dice").round(3)
@@ -671,7 +660,7 @@ plt.show()
 # puts the advice in words.)
 
 # %%
-print("\n".join(advice_in_words(advice, tables, ZERO_SHOT)))
+print("\n".join(own_photos_report.advice_in_words(advice, tables, ZERO_SHOT)))
 print(f"skipped: {', '.join(skipped) or 'none'}; the scores are at {cfg.image_size} px after "
       f"{cfg.finetune_steps} steps, {len(fold_sets)} folds")
 
@@ -708,8 +697,9 @@ print(f"skipped: {', '.join(skipped) or 'none'}; the scores are at {cfg.image_si
 # photo (EXIF orientation applied, as preparation does), and `<stem>_overlay.jpg`, the
 # photo with its nails tinted cyan. Without `--checkpoint` it takes the model
 # `choose_checkpoint` would. Here it runs with the best start's model of the last fold, on
-# a copy of that fold's held-out photos, which the model never saw, called from Python with
-# the same arguments (`predict.main`, which returns the command's exit status).
+# a copy of that fold's held-out photos, which the model never saw (`copy_keeping_paths`,
+# plumbing from `nailseg_common.core.files`, copies them at their relative paths), called
+# from Python with the same arguments (`predict.main`, which returns the command's exit status).
 #
 # The model to keep for your photos is trained on all of them. One command does that, from
 # the same synthetic start, with a longer recipe of its own (no sitting to fit: `keep_steps`
@@ -722,6 +712,7 @@ print(f"skipped: {', '.join(skipped) or 'none'}; the scores are at {cfg.image_si
 # %%
 import shutil
 
+from nailseg_common.core.files import copy_keeping_paths
 from nailseg_common.setup.paths import runs_dir
 from nailseg_common.training.checkpoints import save_weights
 
@@ -730,12 +721,8 @@ model_file = (synthetic_checkpoint.path if best == ZERO_SHOT else
               save_weights(validation.models[best], run_folder / "06_fine_tuned" / f"{best}.pt",
                            cfg.image_size))
 new_photos, masks = run_folder / "06_new_photos", run_folder / "06_masks"
-for folder in (new_photos, masks):
-    shutil.rmtree(folder, ignore_errors=True)  # the outputs of an earlier run
-for image in frame.loc[fold_sets[-1][1], "image"]:
-    copy = new_photos / Path(image).relative_to(data.raw)
-    copy.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(image, copy)
+shutil.rmtree(masks, ignore_errors=True)  # the masks of an earlier run
+copy_keeping_paths(frame.loc[fold_sets[-1][1], "image"], data.raw, new_photos)  # emptied first
 status = predict.main([str(new_photos), str(masks), "--checkpoint", str(model_file),
                        "--image-size", str(cfg.image_size), "--device", cfg.device.type])
 print(f"exit status {status}; model: {best}")

@@ -69,18 +69,19 @@
 # > speed-up means nothing (the two processes share the same cores). With a single GPU the
 # > multi-device runs use that one GPU. In both cases the two-GPU numbers are shown from the
 # > committed results of a run on two GPUs.
+#
+# `iou_level` and `show_devices` (plumbing from `nailseg_common.measure.two_gpus_report`)
+# print the IoU level the runs are timed to (`target_iou`, else the highest of `iou_levels`
+# that every seed of notebook 07's `seed_results` reaches), which of these cases this is, and
+# whether DALI runs here.
 
 # %%
-import json
-
 import torch
 
 from nailseg_common.commands.train import launch_training, plan_options, script_options
 from nailseg_common.data.preparation import read_split
 from nailseg_common.measure import two_gpus_report
-from nailseg_common.setup.dali import dali_status
-from nailseg_common.setup.paths import REPO_ROOT, runs_dir, shown
-from nailseg_common.training.fast_training import common_level
+from nailseg_common.setup.paths import runs_dir, shown
 
 # %% tags=["parameters"]
 profile = ""              # smoke, cpu or gpu; empty: $NAILSEG_PROFILE, else chosen from the hardware
@@ -110,16 +111,11 @@ reference = "results/two_gpus_h200x2.json"  # the committed results of a run on 
 from nailseg_common.course import start
 
 cfg, data = start(globals())
-seeds = json.loads((REPO_ROOT / seed_results).read_text())["runs"]
-level = target_iou or common_level(seeds, iou_levels)  # notebook 07's
-print(f"IoU level: {level} ({'given' if target_iou else f'every seed of {seed_results} reaches it'})")
+level = two_gpus_report.iou_level(target_iou, seed_results, iou_levels)  # notebook 07's
 on_gpu = cfg.accelerator == "gpu"
 n_devices = min(cfg.ddp_devices, torch.cuda.device_count()) if on_gpu else cfg.ddp_devices
-train_samples, valid_samples = len(read_split(data, "train")), len(read_split(data, "valid"))
-print(dali_status())
-print(f"{n_devices} device(s) for the multi-device runs: "
-      + (f"{torch.cuda.device_count()} GPU(s) visible" if on_gpu
-         else "CPU processes talking through gloo (no GPU here)"))
+train_samples = len(read_split(data, "train"))
+two_gpus_report.show_devices(n_devices, on_gpu)
 
 # %% [markdown]
 # ## Why a script
@@ -591,24 +587,15 @@ def device_plan(profile: Profile, devices: int, lr_scaling: str = "sqrt",
             "steps": math.ceil(profile.ddp_max_steps * epochs / devices)}
 
 # %% [markdown]
-# The settings, and what DALI's shards make of the training set:
+# The settings, and what DALI's shards make of the training set: `plan_table` (plumbing from
+# `nailseg_common.measure.two_gpus_report`) puts each plan in a row with its batches per rank
+# and epoch, from `shard_sizes` and `expected_missing` above.
 
 # %%
-import pandas as pd
-
 out_dir = runs_dir() / cfg.name / "two_gpus"
 plans = {"one device": device_plan(cfg, 1),
          f"{n_devices} devices": device_plan(cfg, n_devices, lr_scaling, many_epochs)}
-rows = {}
-for name, plan in plans.items():
-    k, batch = plan["devices"], cfg.ddp_batch_size
-    batches = train_samples // (k * batch)
-    rows[name] = {"devices": k, "batch per device": batch, "global batch": k * batch,
-                  "peak lr": plan["lr"], "warm-up steps": plan["warmup"], "steps": plan["steps"],
-                  "training shards": shard_sizes(train_samples, k),
-                  "batches per rank per epoch": batches, "epochs": plan["steps"] / max(batches, 1),
-                  "left out per epoch": expected_missing(train_samples, k, batch)}
-pd.DataFrame.from_dict(rows, orient="index")
+two_gpus_report.plan_table(plans, train_samples, cfg.ddp_batch_size)
 
 # %% [markdown]
 # `launch_training` (in `nailseg_common.commands.train`) runs the script as a terminal would: the
@@ -640,8 +627,9 @@ later = {name: [run(f"{plan['devices']}_devices_seed{seed}", *plan_options(plan)
 # ## What the runs measured
 #
 # `nailseg_common.measure.two_gpus_report` holds the tables and plots: `combine` joins the
-# launches into one record, and the same functions show this run and, below, the committed
-# results of the run on two GPUs. The speed-up is judged against one device of the same run
+# launches into one record, and `show_record` shows where a record comes from, its speed, its
+# seeds and its checks, for this run and, below, for the committed results of the run on two
+# GPUs. The speed-up is judged against one device of the same run
 # (is a second GPU faster at all?), with the spread of the epochs' images per second (each
 # epoch after the first is one window), and the time to accuracy is read from each run's
 # validations at the IoU level above. `show_seeds` then pairs the runs of each seed (the
@@ -655,10 +643,7 @@ later = {name: [run(f"{plan['devices']}_devices_seed{seed}", *plan_options(plan)
 
 # %%
 record = two_gpus_report.combine(one, many, validation, ddp_one, later)
-two_gpus_report.describe(record, "this run")
-two_gpus_report.show_speed(record, level)
-two_gpus_report.show_seeds(record, level)
-two_gpus_report.show_checks(record)
+two_gpus_report.show_record(record, "this run", level)
 
 # %% [markdown]
 # ### Where a step's time goes
@@ -694,24 +679,18 @@ two_gpus_report.explain_speedup(record)
 #
 # ## The committed two-GPU run
 #
-# The results of a run on a machine with two GPUs are committed as `reference`; the cells
-# below read them and show them with the same functions, with the machine, the versions and the date they were measured
-# on. The record of this run goes to `runs/`, beside its logs; a run on two GPUs or more is
-# itself the record to commit, so it shows no other.
+# The results of a run on a machine with two GPUs are committed as `reference`; in the cells
+# below `committed_record` reads them (or says why it does not) and the same functions show
+# them, with the machine, the versions and the date they were measured on. The record of
+# this run goes to `runs/`, beside its logs; a run on two GPUs or more is itself the record
+# to commit, so it shows no other.
 
 # %%
 results_path = write_json(out_dir / "results.json", record)
 print(f"this run's combined results: {shown(results_path)}")
-on_gpus = on_gpu and n_devices > 1
-committed = None if on_gpus else two_gpus_report.read_record(REPO_ROOT / reference)
-if committed is None:
-    print(f"this run is on {n_devices} GPUs: it is the record to commit as {reference}" if on_gpus
-          else f"no {reference}: run this notebook on two GPUs and commit its results.json there")
-else:
-    two_gpus_report.describe(committed, f"committed {reference}")
-    two_gpus_report.show_speed(committed, level)
-    two_gpus_report.show_seeds(committed, level)
-    two_gpus_report.show_checks(committed)
+committed = two_gpus_report.committed_record(reference, n_devices if on_gpu else 0)
+if committed is not None:
+    two_gpus_report.show_record(committed, f"committed {reference}", level)
 
 # %%
 if committed is not None:

@@ -13,9 +13,12 @@ import torch
 from scipy import stats
 
 from nailseg_common.core.errors import DataError
+from nailseg_common.core.files import copy_keeping_paths
+from nailseg_common.core.statistics import mean_spread
 from nailseg_common.data import synthetic
 from nailseg_common.data.preparation import ensure_prepared, read_split
 from nailseg_common.data.synthetic import generate_synthetic_dataset, photos_or_standin
+from nailseg_common.measure import own_photos_report
 from nailseg_common.measure.own_photos_report import advice_in_words, available_starts
 from nailseg_common.pipelines.albumentations_pipeline import NailDataModule
 from nailseg_common.pipelines.kornia_pipeline import POLICY
@@ -302,6 +305,38 @@ def test_the_advice_in_words_follows_the_lead_in_standard_errors():
     alone = {"random": _table([0.4, 0.5])}
     lines = advice_in_words(recommend_start(alone), alone, "zero-shot")
     assert len(lines) == 2 and "only one start" in lines[1] and "0.450" in lines[0]
+
+
+
+def test_the_learning_curve_has_a_row_per_size_and_start_with_the_mean_and_its_spread():
+    by_size = {2: {"random": _table([0.2, 0.4]), "synthetic": _table([0.6, 0.8])},
+               8: {"random": _table([0.5, 0.7, 0.6])}}
+    curve = own_photos_report.learning_curve(by_size)
+    assert curve[["start", "photos"]].values.tolist() == [["random", 2], ["synthetic", 2], ["random", 8]]
+    assert curve["dice"].round(6).tolist() == [0.3, 0.7, 0.6]
+    assert curve["±"].iloc[2] == pytest.approx(mean_spread(pd.Series([0.5, 0.7, 0.6])))
+
+
+def test_the_scores_and_the_checkpoint_are_put_in_words(tmp_path):
+    line = own_photos_report.scores_in_words("zero-shot", _table([0.5, 0.7]))
+    assert line == "zero-shot, mean over all 2 photos: hard Dice 0.600, IoU 0.300"
+    assert "going on without the synthetic start" in own_photos_report.checkpoint_in_words(None, "cpu", "x")
+    found = checkpoints.Checkpoint(tmp_path / "best.ckpt", {"encoder": "x"}, {}, 32, 0.9, None)
+    assert own_photos_report.checkpoint_in_words(found, "cpu", "x").endswith(
+        "(synthetic validation hard Dice 0.900); every start's encoder: x")
+
+
+def test_photos_are_copied_at_their_relative_paths_into_an_emptied_folder(tmp_path):
+    root, folder = tmp_path / "raw", tmp_path / "copy"
+    for name in ("Images/a/1.jpg", "Images/b/2.png"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(name.encode())
+    (folder / "old.jpg").parent.mkdir(parents=True)
+    (folder / "old.jpg").write_bytes(b"an earlier run's")
+    assert copy_keeping_paths([root / "Images/a/1.jpg", str(root / "Images/b/2.png")], root, folder) == folder
+    assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.*")) == ["Images/a/1.jpg",
+                                                                                   "Images/b/2.png"]
+    assert (folder / "Images/b/2.png").read_bytes() == b"Images/b/2.png"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")

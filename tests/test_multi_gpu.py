@@ -349,3 +349,33 @@ def test_the_bottom_line_counts_the_images_each_run_needed_to_the_level():
     assert "0.75× the time needs 1.78× the images/s" in lines[3]
     assert lines[-1].startswith("time to IoU 0.86, 2 devices ÷ one (mean of 3 seed(s))") and "against 0.750" in lines[-1]
     assert two_gpus_report.bottom_line(record, 0.99) == ["no seed reached IoU 0.99 on both: no bottom line"]
+
+
+def test_the_plan_table_gives_each_plan_its_shards_batches_and_remainder():
+    plans = {"one device": {"devices": 1, "lr": 1e-3, "warmup": 50, "steps": 30},
+             "2 devices": {"devices": 2, "lr": 1.4e-3, "warmup": 25, "steps": 24}}
+    table = two_gpus_report.plan_table(plans, 41, 4)
+    assert table["training shards"].tolist() == [[41], [20, 21]]
+    assert table["batches per rank per epoch"].tolist() == [10, 5]
+    assert table["global batch"].tolist() == [4, 8]
+    assert table["left out per epoch"].tolist() == [1, 1]
+    assert table["epochs"].tolist() == [3.0, 4.8]
+
+
+def test_the_iou_level_is_the_one_given_else_the_highest_every_seed_reaches(capsys):
+    seeds = "results/time_to_accuracy_h200.json"
+    assert two_gpus_report.iou_level(0.5, seeds, [0.8]) == 0.5
+    runs = json.loads((REPO_ROOT / seeds).read_text())["runs"]
+    every_seed = min(max(row["val_iou"] for row in run["history"]) for run in runs)
+    level = two_gpus_report.iou_level(None, seeds, [0.0, every_seed, 1.01])
+    assert level == every_seed
+    assert f"IoU level: {level} (every seed of {seeds} reaches it)" in capsys.readouterr().out
+
+
+def test_a_run_on_two_gpus_is_the_record_to_commit_and_shows_no_other(capsys):
+    reference = "results/two_gpus_h200x2.json"
+    assert two_gpus_report.committed_record(reference, 2) is None
+    assert "it is the record to commit as results/two_gpus_h200x2.json" in capsys.readouterr().out
+    assert two_gpus_report.committed_record(reference, 0)["runs"]
+    assert two_gpus_report.committed_record("results/none.json", 1) is None
+    assert "no results/none.json: run this notebook on two GPUs" in capsys.readouterr().out

@@ -186,6 +186,17 @@ def write_whole(path: Path, write: Callable[[BinaryIO], None], fixes: tuple[str,
         raise DataError(f"Cannot write {path} ({error.strerror or error}): {fixes[1]}") from None
 
 
+def copy_keeping_paths(files: Iterable[str | os.PathLike], root: Path, folder: Path) -> Path:
+    """Copy ``files`` (all under ``root``) into ``folder``, emptied first, each at its path
+    relative to ``root``; returns ``folder``."""
+    shutil.rmtree(folder, ignore_errors=True)
+    for file in files:
+        copy = folder / Path(file).relative_to(root)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(file, copy)
+    return folder
+
+
 def write_json(path: str | os.PathLike, data: dict, default: Callable | None = None) -> Path:
     """Write ``data`` as indented JSON to ``path`` (folders created) through
     :func:`staged_file`; the resolved path. ``default`` goes to ``json.dumps`` (``str``:

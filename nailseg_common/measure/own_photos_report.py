@@ -1,11 +1,27 @@
-"""Notebook 06's report: which starts this machine can fine-tune, and its measurements in words."""
+"""Notebook 06's report: the checkpoint found and which starts this machine can fine-tune,
+the learning curve's table, and its measurements in words."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
 
+import pandas as pd
+
 from nailseg_common.core.statistics import mean_spread
+from nailseg_common.setup.paths import shown
+from nailseg_common.training.checkpoints import CHECKPOINT_RUNS, SHIPPED_MODEL, Checkpoint
+
+
+def checkpoint_in_words(checkpoint: Checkpoint | None, profile_name: str, encoder: str) -> str:
+    """The synthetic ``checkpoint`` found (None: none, and how to get one), with the hard
+    Dice it recorded and the ``encoder`` every start uses."""
+    if checkpoint is None:
+        return (f"no checkpoint of {CHECKPOINT_RUNS} in profile {profile_name!r} and no "
+                f"{shown(SHIPPED_MODEL)}: going on without the synthetic start (run notebook 02 first, "
+                "or pass checkpoint=...)")
+    return (f"synthetic checkpoint: {shown(checkpoint.path)} (synthetic validation hard "
+            f"Dice {checkpoint.recorded_dice:.3f}); every start's encoder: {encoder}")
 
 
 def available_starts(starts: Iterable[str], checkpoint: Path | None) -> tuple[list[str], dict[str, str]]:
@@ -13,6 +29,21 @@ def available_starts(starts: Iterable[str], checkpoint: Path | None) -> tuple[li
     ``"synthetic"`` start needs ``checkpoint``."""
     skipped = {"synthetic": "no checkpoint (see above)"} if checkpoint is None else {}
     return [start for start in starts if start not in skipped], skipped
+
+
+def scores_in_words(label: str, table: pd.DataFrame) -> str:
+    """The mean hard Dice and IoU of a per-photo ``table`` (``dice``, ``iou``), one line."""
+    means = table[["dice", "iou"]].mean()
+    return (f"{label}, mean over all {len(table)} photos: hard Dice {means['dice']:.3f}, "
+            f"IoU {means['iou']:.3f}")
+
+
+def learning_curve(by_size: dict[int, dict[str, pd.DataFrame]]) -> pd.DataFrame:
+    """A row per training size and start (``{size: {start: per-photo table}}``): the mean
+    ``dice`` and its spread ``±`` (``mean_spread``)."""
+    return pd.DataFrame([{"start": name, "photos": size, "dice": table.dice.mean(),
+                          "±": mean_spread(table.dice)}
+                         for size, part in by_size.items() for name, table in part.items()])
 
 
 def advice_in_words(advice: dict, tables: dict, zero_shot: str) -> list[str]:

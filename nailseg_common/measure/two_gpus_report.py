@@ -1,6 +1,7 @@
-"""What notebook 08 reports of its runs on one device and on several: the record of both,
-their speed and time to accuracy, the checks (every sample once an epoch, the same
-validation), where a step's time goes."""
+"""What notebook 08 reports of its runs on one device and on several: the IoU level they are
+timed to, the devices and the plans, the record of both runs, their speed and time to
+accuracy, the checks (every sample once an epoch, the same validation), where a step's time
+goes, and the committed record beside this run's."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
+import torch
 from IPython.display import display
 
 from nailseg_common.core.statistics import Verdict, mean_spread, median_range, ratio_spread
@@ -21,8 +23,44 @@ from nailseg_common.measure.plots import (
     plot_devices_speed,
     plot_iou_curves,
 )
+from nailseg_common.setup.dali import dali_status
+from nailseg_common.setup.paths import REPO_ROOT
+from nailseg_common.training.fast_training import common_level
+from nailseg_common.training.multi_gpu import expected_missing, shard_sizes
 
 VALIDATION_METRICS = ("val_dice", "val_iou", "val_soft_dice", "val_loss")
+
+
+def iou_level(target_iou: float | None, seed_results: str, iou_levels) -> float | None:
+    """The IoU level the runs are timed to, printed: ``target_iou`` if given, else the highest
+    of ``iou_levels`` that every seed of ``seed_results`` (notebook 07's runs) reaches."""
+    seeds = json.loads((REPO_ROOT / seed_results).read_text())["runs"]
+    level = target_iou or common_level(seeds, iou_levels)
+    print(f"IoU level: {level} ({'given' if target_iou else f'every seed of {seed_results} reaches it'})")
+    return level
+
+
+def show_devices(n_devices: int, on_gpu: bool) -> None:
+    """Whether DALI runs here, and what the multi-device runs run on."""
+    print(dali_status())
+    print(f"{n_devices} device(s) for the multi-device runs: "
+          + (f"{torch.cuda.device_count()} GPU(s) visible" if on_gpu
+             else "CPU processes talking through gloo (no GPU here)"))
+
+
+def plan_table(plans: dict[str, dict], train_samples: int, batch_size: int) -> pd.DataFrame:
+    """A row per :func:`device_plan`: its batches, learning rate and steps, and what DALI's
+    shards make of ``train_samples`` training images at ``batch_size`` per device."""
+    rows = {}
+    for name, plan in plans.items():
+        k = plan["devices"]
+        batches = train_samples // (k * batch_size)
+        rows[name] = {"devices": k, "batch per device": batch_size, "global batch": k * batch_size,
+                      "peak lr": plan["lr"], "warm-up steps": plan["warmup"], "steps": plan["steps"],
+                      "training shards": shard_sizes(train_samples, k),
+                      "batches per rank per epoch": batches, "epochs": plan["steps"] / max(batches, 1),
+                      "left out per epoch": expected_missing(train_samples, k, batch_size)}
+    return pd.DataFrame.from_dict(rows, orient="index")
 
 
 def combine(one: dict, many: dict, validation: dict[int, dict], ddp_one: dict | None = None,
@@ -50,6 +88,28 @@ def combine(one: dict, many: dict, validation: dict[int, dict], ddp_one: dict | 
 def read_record(path: Path) -> dict | None:
     """A committed results file, None if it is missing."""
     return json.loads(path.read_text()) if path.exists() else None
+
+
+def committed_record(reference: str, gpus: int) -> dict | None:
+    """The committed results ``reference`` (relative to the repository) to show beside this
+    run's, or None, saying why: this run on ``gpus`` GPUs (0: none) is itself the record to
+    commit when there are two or more, or there is no such file."""
+    if gpus > 1:
+        print(f"this run is on {gpus} GPUs: it is the record to commit as {reference}")
+        return None
+    committed = read_record(REPO_ROOT / reference)
+    if committed is None:
+        print(f"no {reference}: run this notebook on two GPUs and commit its results.json there")
+    return committed
+
+
+def show_record(record: dict, label: str, level: float) -> None:
+    """A record in full but for its step table: where it comes from (:func:`describe`), its
+    speed, its seeds and its checks."""
+    describe(record, label)
+    show_speed(record, level)
+    show_seeds(record, level)
+    show_checks(record)
 
 
 def describe(record: dict, label: str) -> None:
