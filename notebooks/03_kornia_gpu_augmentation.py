@@ -56,22 +56,15 @@
 # %%
 import nailseg_common  # noqa: F401, I001  (first: it silences notices the libraries below print)
 import inspect
-import math
 
 import matplotlib.pyplot as plt
-import pandas as pd
 import pytorch_lightning as pl
 from IPython.display import display
 
-from nailseg_common.measure import plots
-from nailseg_common.measure.benchmark import load_results, results_label, shares_table
-from nailseg_common.core.statistics import Verdict, mean_spread
-from nailseg_common.data.decoded import cache_cost, load_cache
-from nailseg_common.pipelines.albumentations_pipeline import NailDataModule
-from nailseg_common.pipelines.cached_pipeline import CachedNailDataModule
-from nailseg_common.pipelines.gallery import gallery_panels, policy_table
+from nailseg_common.measure import benchmark, plots
+from nailseg_common.pipelines.gallery import decoded_and_augmented, gallery_panels, item_shapes, policy_table
 from nailseg_common.training import run_logs
-from nailseg_common.training.trainer import TrainingSpeed, bound_speed, make_trainer
+from nailseg_common.training.trainer import TrainingSpeed, make_trainer
 from nailseg_common.training.unet import LitNailSegmentation
 
 # %% tags=["parameters"]
@@ -500,22 +493,10 @@ def decode_ahead(items: list[dict], image_size: int, device: torch.device) -> De
 # decoded while the current step trains (nvJPEG's Huffman stage runs on that thread's CPU
 # core, and torchvision lets go of Python's lock meanwhile). Without a GPU, or without a
 # pin-memory thread, `.to(device)` decodes. Any loop that moves batches with `.to` (Lightning's,
-# the benchmark's) gets them decoded without knowing how. The DataModule around it is
-# notebook 02's, with `EncodedPhotos` for the dataset and pinning on where training is on a
-# GPU. Its training batches are *not* augmented: pair it with
-# `LitNailSegmentation(gpu_augmentation=KorniaAugmentation())`, whose
-# `on_after_batch_transfer` runs on the decoded batch.
+# the benchmark's) gets them decoded without knowing how.
 
 # %%
 #| export pipelines.kornia_pipeline
-import pytorch_lightning as pl
-from torch.utils.data import DataLoader
-
-from nailseg_common.data.preparation import SPLITS, read_split
-from nailseg_common.setup.paths import DataLocation
-from nailseg_common.setup.profiles import Profile
-
-
 class EncodedBatch:
     """The items of one batch of :class:`EncodedPhotos`, decoded by ``pin_memory()`` (ahead, on
     the current GPU) or by ``.to(device)``."""
@@ -534,6 +515,22 @@ class EncodedBatch:
         if device.type != "cuda":
             return _decode_batch(self.items, self.image_size, device)
         return decode_ahead(self.items, self.image_size, device).to(device)
+
+
+# %% [markdown]
+# The DataModule around it is notebook 02's, with `EncodedPhotos` for the dataset and pinning
+# on where training is on a GPU. Its training batches are *not* augmented: pair it with
+# `LitNailSegmentation(gpu_augmentation=KorniaAugmentation())`, whose
+# `on_after_batch_transfer` runs on the decoded batch.
+
+# %%
+#| export pipelines.kornia_pipeline
+import pytorch_lightning as pl
+from torch.utils.data import DataLoader
+
+from nailseg_common.data.preparation import SPLITS, read_split
+from nailseg_common.setup.paths import DataLocation
+from nailseg_common.setup.profiles import Profile
 
 
 class DeviceDecodedNailDataModule(pl.LightningDataModule):
@@ -568,16 +565,16 @@ class DeviceDecodedNailDataModule(pl.LightningDataModule):
 # %% [markdown]
 # One batch through it, before any training: what the workers hand over (the JPEG's bytes
 # and its EXIF orientation, or the pixels; the label), and what `.to(device)` makes of it.
+# `item_shapes` and `decoded_and_augmented` (plumbing from `nailseg_common.pipelines.gallery`)
+# print them.
 
 # %%
 (photos := DeviceDecodedNailDataModule(data, cfg, num_workers=0)).setup()
 encoded = next(iter(photos.val_dataloader()))
-for item in encoded.items[:4]:
-    print(item["file"].rsplit("/", 1)[-1], {k: getattr(v, "shape", v) for k, v in item.items() if k != "file"})
+print(item_shapes(encoded.items[:4]))
 batch = encoded.to(device)
 out_image, out_label = augment(batch["image"], batch["label"])
-print("decoded:", tuple(batch["image"].shape), batch["image"].dtype, batch["image"].device,
-      f"| augmented: {out_image.dtype} [{out_image.min():.2f}, {out_image.max():.2f}]")
+print(decoded_and_augmented(batch["image"], out_image))
 
 # %% [markdown]
 # ## The gallery
@@ -600,7 +597,8 @@ plt.show()
 # `max_steps`, with notebook 02's `TrainingSpeed` callback measuring the training images/s
 # (validation excluded). The model keeps the per-image hard Dice of its last validation
 # epoch, so the course's target from notebook 02 judges this run on its own: closer to the
-# labels than the validation masks drawn two pixels too large.
+# labels than the validation masks drawn two pixels too large
+# (`run_logs.outline_verdict_from_cache` takes the labels from the uint8 cache).
 
 # %%
 pl.seed_everything(0, verbose=False)
@@ -610,7 +608,7 @@ trainer = make_trainer(cfg, "03_kornia", callbacks=[kornia_speed], enable_checkp
 trainer.fit(model, DeviceDecodedNailDataModule(data, cfg))
 kornia_metrics, kornia_dice = run_logs.read_metrics(trainer), model.val_dice_per_image
 print(f"{trainer.global_step} steps, {len(kornia_metrics)} epochs: {kornia_speed.images_per_second():.1f} img/s")
-print(run_logs.outline_verdict(kornia_dice, load_cache(data, cfg.image_size, "valid")[1], cfg.device))
+print(run_logs.outline_verdict_from_cache(kornia_dice, data, cfg))
 
 # %% [markdown]
 # ### Against notebook 02, from its log
@@ -622,10 +620,11 @@ print(run_logs.outline_verdict(kornia_dice, load_cache(data, cfg.image_size, "va
 # and `runs_table` (plumbing from `nailseg_common.training.run_logs`) find the log and
 # build the table.
 #
-# Then the verdict: this run's final hard Dice against notebook 02's. Its log keeps the
-# mean, not the per-image scores, so the spread assumes notebook 02's scores vary as much
-# as this run's: `√2` times this run's `mean_spread`. Here **"within noise" is the good
-# outcome**: the same model trains as well with the augmentation on the GPU as on the CPU.
+# Then the verdict (`run_logs.baseline_verdict`): this run's final hard Dice against notebook
+# 02's. Its log keeps the mean, not the per-image scores, so the spread assumes notebook 02's
+# scores vary as much as this run's: `√2` times this run's `mean_spread`. Here **"within
+# noise" is the good outcome**: the same model trains as well with the augmentation on the GPU
+# as on the CPU.
 
 # %%
 runs = run_logs.runs_with_baseline(cfg, {f"decoded on the {device.type.upper()} + Kornia": kornia_metrics})
@@ -633,9 +632,7 @@ plots.plot_training_curves(runs)
 plt.show()
 display((table := run_logs.runs_table(runs)).round(3))
 if run_logs.BASELINE_LABEL in table.index:
-    baseline_dice = table.loc[run_logs.BASELINE_LABEL, "val_dice"]
-    print(Verdict("hard Dice", kornia_dice.mean().item(), baseline_dice,
-                  math.sqrt(2) * mean_spread(kornia_dice), "notebook 02's run"))
+    print(run_logs.baseline_verdict(kornia_dice, table))
 
 # %% [markdown]
 # Same model, loss, policy and schedule; only where and how the augmentation runs differs,
@@ -648,7 +645,9 @@ if run_logs.BASELINE_LABEL in table.index:
 # device: no loading, no copy, no augmentation. A pipeline is good when its training rate
 # is close to it. Each row adds one change, measured with `TrainingSpeed` over
 # `bench_repeats` epochs of `bench_steps` batches after one warm-up epoch (median, range and
-# count of the timed epochs):
+# count of the timed epochs); `steps_to_bound` (plumbing from `nailseg_common.measure.benchmark`)
+# times the rows so, measures the bound on four batches decoded on the device, and builds the
+# table:
 #
 # 0. the photos decoded and resized in CPU workers (notebook 02's loader, without its
 #    augmentation), the textbook `AugmentationSequential` in the step;
@@ -662,43 +661,17 @@ if run_logs.BASELINE_LABEL in table.index:
 # disk, and the side it fixes (another `image_size` is another cache).
 
 # %%
-def timed(datamodule, implementation: str) -> TrainingSpeed:
-    speed = TrainingSpeed()
-    model = LitNailSegmentation(cfg.encoder, cfg.lr, cfg.max_steps,
-                                gpu_augmentation=KorniaAugmentation(implementation=implementation))
-    make_trainer(cfg, "03_gap", max_steps=-1, max_epochs=cfg.bench_repeats + 1,
-                 limit_train_batches=cfg.bench_steps, limit_val_batches=0, callbacks=[speed],
-                 logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                 ).fit(model, datamodule=datamodule)
-    return speed
-
-
-# %%
-cost = cache_cost(data, cfg.image_size)
-resident = [batch.to(device) for batch, _ in zip(photos.train_dataloader(), range(4))]  # on the device
-bound = bound_speed(cfg, lambda: LitNailSegmentation(cfg.encoder, cfg.lr, cfg.max_steps),
-                                resident, cfg.bench_steps * (cfg.bench_repeats + 1))
-speeds = {"0 · decoded in CPU workers, Kornia sequential":
-          timed(NailDataModule(data, cfg, augment=False), "sequential"),
-          "1 · + fused Kornia (no host syncs)": timed(NailDataModule(data, cfg, augment=False), "fused"),
-          f"2 · + decoded on the {device.type.upper()}: the training run above": kornia_speed,
-          "decode once, ahead: the uint8 cache": timed(CachedNailDataModule(data, cfg), "fused")}
-gap = pd.DataFrame.from_dict({name: speed.summary() for name, speed in speeds.items()}, orient="index")
-gap["share of bound"] = gap["img/s"] / bound.images_per_second()
-print(f"bound: {bound.images_per_second():.1f} training images/s ({len(resident)} resident batches)")
-print(f"the cache: {cost.cache_mb:.0f} MB on disk beside {cost.photos_mb:.0f} MB of photos, "
-      f"built in {cost.build_seconds:.1f} s on {cost.build_cores} cores")
+gap, bound = benchmark.steps_to_bound(cfg, data, photos.train_dataloader(), kornia_speed)
 gap.round(2)
 
 # %% [markdown]
 # Row 2 is the training run above. Its share of the bound, `± ` the course's spread
 # (the 95 % interval from its epochs' rates; the bound is a single measurement, counted as
-# exact):
+# exact), and every row's share, drawn by `plots.plot_steps_to_bound`:
 
 # %%
 print("the training run: {:.2f} ± {:.2f} of the bound".format(*kornia_speed.ratio_to(bound)))
-title = f"Closing the gap on {device.type.upper()} ({cfg.name} profile, {cfg.image_size} px)"
-plots.plot_share_of_bound(gap["share of bound"].to_dict(), title=title)
+plots.plot_steps_to_bound(gap, cfg)
 plt.show()
 
 # %% [markdown]
@@ -710,18 +683,17 @@ plt.show()
 #
 # The same steps on an H200 (the `gpu` profile) were measured by
 # `make bench BENCH_OUT=results/benchmark_h200.json` and committed; the cell below reads them
-# from there (`shares_table` is table plumbing from `nailseg_common.measure.benchmark`),
-# with the device, encoder, versions and date of that run. Its U-Net may not be this run's
-# (the label names its encoder): compare its shares of the bound, not its images/s.
+# from there (`kornia_steps_table`, table plumbing from `nailseg_common.measure.benchmark`,
+# picks these rows and prints the device, encoder, versions and date of that run). Its U-Net
+# may not be this run's (the label names its encoder): compare its shares of the bound, not
+# its images/s.
 
 # %%
-reference = load_results()
+reference = benchmark.load_results()
 if reference is None:
     print("No committed GPU results of these pipelines: run `make bench BENCH_OUT=results/benchmark_h200.json` on a GPU.")
 else:
-    print(results_label(reference))
-    names = ["kornia_cpu_decode_sequential", "kornia_cpu_decode", "kornia", "kornia_cache"]
-    display(shares_table(reference, names).round(3))
+    display(benchmark.kornia_steps_table(reference).round(3))
 
 # %% [markdown]
 # ## Summary
@@ -756,6 +728,6 @@ else:
 # 3. Keep the whole cache on the GPU instead and index batches there. How close to the bound
 #    does that get, and what does it cost in GPU memory (the cell above printed the cache's
 #    size) for a larger dataset?
-# 4. Run the "closing the gap" cell with `num_workers` set to 1, 2 and 8 for step 0. Where does
-#    decoding in CPU workers stop scaling on your machine? And row 2's workers, which only
-#    read bytes?
+# 4. Run the notebook with the `num_workers` parameter set to 1, 2 and 8. Where does decoding
+#    in CPU workers (step 0 of the "closing the gap" table) stop scaling on your machine? And
+#    row 2's workers, which only read bytes?

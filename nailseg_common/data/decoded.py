@@ -6,7 +6,7 @@ decoding once, before training, as the series' ``.npy`` files did. It buys batch
 one memory gather, and costs a preparation pass, disk (3·side² + side² bytes a photo), and the
 side it fixes: another ``image_size`` is another cache. The resize is notebook 02's (bilinear
 photos, masks nearest on the photo's pixel grid), so cached batches are what 02's validation
-sees. :func:`cache_cost` says what a cache took to build and keeps on disk.
+sees. :func:`cache_cost` says what a cache took to build and keeps on disk (printed, in a line).
 """
 
 from __future__ import annotations
@@ -100,6 +100,10 @@ class CacheCost(NamedTuple):
     build_cores: int
     cache_mb: float
     photos_mb: float
+
+    def __str__(self) -> str:
+        return (f"the cache: {self.cache_mb:.0f} MB on disk beside {self.photos_mb:.0f} MB of photos, "
+                f"built in {self.build_seconds:.1f} s on {self.build_cores} cores")
 
 
 def cache_cost(location: DataLocation, image_size: int) -> CacheCost:

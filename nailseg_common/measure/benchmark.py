@@ -11,6 +11,10 @@ the pipelines and half after them (their ratio, ``drift``, shows whether the mac
 speed changed during the run). ``train_ratio_to_bound`` is a pipeline's median training
 rate over the bound's median.
 
+Notebook 03 times its steps to the bound with its own ``TrainingSpeed`` epochs
+(:func:`timed_epochs`, :func:`steps_to_bound`) and reads their reference rows
+(:func:`kornia_steps_table`).
+
 The report judges a run by itself: :func:`claims` derives DALI's targets from the same run
 (the ratio it would train at if its work ran in series with the step, and the bound's
 images/s) and judges them against the spread of the windows (:mod:`nailseg_common.core.statistics`);
@@ -249,6 +253,52 @@ def reuse(model: pl.LightningModule) -> Callable[..., pl.LightningModule]:
     return make_model
 
 
+def timed_epochs(profile: Profile, datamodule: pl.LightningDataModule, implementation: str = "fused"):
+    """The ``TrainingSpeed`` of a U-Net with ``KorniaAugmentation(implementation=...)`` in its step
+    fed by ``datamodule``: ``profile.bench_repeats`` epochs of ``profile.bench_steps`` batches after
+    one warm-up epoch, no validation, log or checkpoint (notebook 03's steps)."""
+    from nailseg_common.pipelines.kornia_pipeline import KorniaAugmentation
+    from nailseg_common.training.trainer import TrainingSpeed
+
+    speed = TrainingSpeed()
+    model = LitNailSegmentation(profile.encoder, profile.lr, profile.max_steps,
+                                gpu_augmentation=KorniaAugmentation(implementation=implementation))
+    make_trainer(profile, "03_gap", max_steps=-1, max_epochs=profile.bench_repeats + 1,
+                 limit_train_batches=profile.bench_steps, limit_val_batches=0, callbacks=[speed],
+                 logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                 ).fit(model, datamodule=datamodule)
+    return speed
+
+
+def steps_to_bound(profile: Profile, location: DataLocation, loader: Iterable, trained, resident: int = 4):
+    """Notebook 03's steps to the bound, one ``run_logs.speeds_table`` row each: 0, the photos
+    decoded in CPU workers (notebook 02's loader, unaugmented) with ``"sequential"`` Kornia in
+    the step; 1, the same with ``"fused"``; 2, ``trained`` (the training run, decoded on the
+    device); then the uint8 cache with ``"fused"``; each but 2 timed by :func:`timed_epochs`.
+    The bound is a plain U-Net on the first ``resident`` batches of ``loader`` moved to the
+    device, for as many steps as a timed row. Prints the bound's rate and the cache's cost
+    (``data.decoded.cache_cost``); returns the table and the bound."""
+    from nailseg_common.data.decoded import cache_cost
+    from nailseg_common.pipelines.albumentations_pipeline import NailDataModule
+    from nailseg_common.pipelines.cached_pipeline import CachedNailDataModule
+    from nailseg_common.training.run_logs import speeds_table
+    from nailseg_common.training.trainer import bound_speed
+
+    cost = cache_cost(location, profile.image_size)  # built first, if needed: not while a row is timed
+    batches = [batch.to(profile.device) for batch, _ in zip(loader, range(resident))]
+    bound = bound_speed(profile, lambda: LitNailSegmentation(profile.encoder, profile.lr, profile.max_steps),
+                        batches, profile.bench_steps * (profile.bench_repeats + 1))
+    speeds = {"0 · decoded in CPU workers, Kornia sequential":
+              timed_epochs(profile, NailDataModule(location, profile, augment=False), "sequential"),
+              "1 · + fused Kornia (no host syncs)":
+              timed_epochs(profile, NailDataModule(location, profile, augment=False), "fused"),
+              f"2 · + decoded on the {profile.device.type.upper()}: the training run above": trained,
+              "decode once, ahead: the uint8 cache": timed_epochs(profile, CachedNailDataModule(location, profile))}
+    print(f"bound: {bound.images_per_second():.1f} training images/s ({len(batches)} resident batches)")
+    print(cost)
+    return speeds_table(speeds, bound), bound
+
+
 def interleaved_rates(rows: dict[str, tuple[Profile, Iterable[dict], Callable]], warmup: int, steps: int,
                       windows: int) -> dict[str, dict]:
     """:func:`measure_training` of every row (name -> profile, resident batches, ``make_model``),
@@ -456,6 +506,17 @@ def shares_table(results: dict, names: Iterable[str]):
     measured = {n: results["pipelines"][n] for n in names if n in results["pipelines"]}
     return pd.DataFrame({"training img/s": {n: p["train_img_s"] for n, p in measured.items()},
                          "share of bound": {n: p["train_ratio_to_bound"] for n, p in measured.items()}})
+
+
+KORNIA_STEPS = ("kornia_cpu_decode_sequential", "kornia_cpu_decode", "kornia", "kornia_cache")
+"""Notebook 03's steps to the bound, as the benchmark names its pipelines."""
+
+
+def kornia_steps_table(results: dict):
+    """Prints where ``results`` were measured (:func:`results_label`) and returns the
+    :func:`shares_table` of notebook 03's :data:`KORNIA_STEPS`."""
+    print(results_label(results))
+    return shares_table(results, KORNIA_STEPS)
 
 
 def summary_table(results: dict):

@@ -352,6 +352,13 @@ def plot_share_of_bound(shares: dict, title: str, target: float | None = None, a
     return ax
 
 
+def plot_steps_to_bound(table, profile):
+    """:func:`plot_share_of_bound` of notebook 03's steps (a ``run_logs.speeds_table``), titled
+    with ``profile``'s device, name and image side."""
+    title = f"Closing the gap on {profile.device.type.upper()} ({profile.name} profile, {profile.image_size} px)"
+    return plot_share_of_bound(table["share of bound"].to_dict(), title=title)
+
+
 # --- Lightning baseline (notebook 02) ---------------------------------------------------
 
 

@@ -7,10 +7,11 @@ draw their galleries the same way; :func:`augment_pairs` is the Albumentations o
 :func:`one_per_type` picks and resizes the images to show;
 :func:`albumentations_panels` is notebook 02's gallery. :func:`policy_table` shows the
 policy of ``nailseg_common.pipelines.policy`` as a table (with the operators of a pipeline
-that builds it, from :data:`BUILT_WITH`); :func:`fingerprints` hashes the images of batches.
-Notebook 02's reporting: :func:`ready_draws` counts how often a transform returns a sample
-resized and normalised, :func:`loaders_summary` says what a DataModule serves and
-:func:`dataset_labels` stacks a dataset's labels.
+that builds it, from :data:`BUILT_WITH`); :func:`fingerprints` hashes the images of batches,
+:func:`item_shapes` lists what a loader's items carry and :func:`decoded_and_augmented` what a
+batch became. Notebook 02's reporting: :func:`ready_draws` counts how often a transform
+returns a sample resized and normalised, :func:`loaders_summary` says what a DataModule serves
+and :func:`dataset_labels` stacks a dataset's labels.
 """
 
 from __future__ import annotations
@@ -47,6 +48,22 @@ def policy_table(*pipelines: str) -> pd.DataFrame:
 def fingerprints(batches) -> list[int]:
     """One hash per image of ``batches`` (batch-contract dicts), to compare sets of images."""
     return [hash(image.cpu().numpy().tobytes()) for batch in batches for image in batch["image"]]
+
+
+def item_shapes(items) -> str:
+    """One line per loader item (a dict with a ``file``): the file's name and every other
+    field's shape, or its value when it has none."""
+    lines = []
+    for item in items:
+        shapes = {k: getattr(v, "shape", v) for k, v in item.items() if k != "file"}
+        lines.append(f"{item['file'].rsplit('/', 1)[-1]} {shapes}")
+    return "\n".join(lines)
+
+
+def decoded_and_augmented(image: torch.Tensor, augmented: torch.Tensor) -> str:
+    """One line: a decoded batch's shape, dtype and device, and its augmentation's dtype and range."""
+    return (f"decoded: {tuple(image.shape)} {image.dtype} {image.device} "
+            f"| augmented: {augmented.dtype} [{augmented.min():.2f}, {augmented.max():.2f}]")
 
 
 def augment_pairs(transform, images, masks) -> tuple[np.ndarray, np.ndarray]:

@@ -9,8 +9,10 @@ validation), :func:`steady_epoch_seconds` gives its typical epoch time, :func:`r
 its last scores and :func:`latest_run_metrics` finds the newest finished run of a name, so
 notebooks 03 and 04 can compare against notebook 02's logged run. :class:`EpochRates`
 reports the rates of ``TrainingSpeed``; :func:`runs_with_baseline`, :func:`runs_table` and
-:func:`baseline_verdict` are the comparison plumbing of notebooks 03 and 04, and
-:func:`outline_verdict` judges a run against the course's accuracy target (notebook 02).
+:func:`baseline_verdict` are the comparison plumbing of notebooks 03 and 04,
+:func:`speeds_table` sets rates beside their bound (notebook 03), and :func:`outline_verdict`
+judges a run against the course's accuracy target (notebook 02;
+:func:`outline_verdict_from_cache` with the cached validation labels).
 """
 
 from __future__ import annotations
@@ -186,6 +188,14 @@ def runs_table(runs: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame.from_dict({name: run_summary(m) for name, m in runs.items()}, orient="index")
 
 
+def speeds_table(speeds: dict[str, EpochRates], bound: EpochRates) -> pd.DataFrame:
+    """One row of :meth:`EpochRates.summary` per name, and its ``share of bound``: the median
+    rate over ``bound``'s."""
+    table = pd.DataFrame.from_dict({name: speed.summary() for name, speed in speeds.items()}, orient="index")
+    table["share of bound"] = table["img/s"] / bound.images_per_second()
+    return table
+
+
 def outline_verdict(val_dice_per_image, labels, device: torch.device) -> Verdict:
     """The course's accuracy target (notebook 02): a model's per-image hard Dice against its
     ``labels`` drawn 2 px too large (``training.unet.outline_levels``). ``labels`` come in
@@ -194,3 +204,13 @@ def outline_verdict(val_dice_per_image, labels, device: torch.device) -> Verdict
     level = outline_levels(labels[: len(val_dice_per_image)].to(device))["2 px larger"]
     return Verdict("hard Dice", val_dice_per_image.mean().item(), level.mean(),
                    difference_spread(val_dice_per_image, level), "masks drawn 2 px too large")
+
+
+def outline_verdict_from_cache(val_dice_per_image, location, profile: Profile) -> Verdict:
+    """:func:`outline_verdict` against the validation labels of the uint8 cache at
+    ``profile.image_size`` (``data.decoded``, built if needed; in the loaders' order), on
+    ``profile.device``."""
+    from nailseg_common.data.decoded import load_cache
+
+    labels = load_cache(location, profile.image_size, "valid")[1]
+    return outline_verdict(val_dice_per_image, labels, profile.device)
