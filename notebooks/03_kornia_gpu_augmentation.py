@@ -565,12 +565,13 @@ class DeviceDecodedNailDataModule(pl.LightningDataModule):
 # %% [markdown]
 # One batch through it, before any training: what the workers hand over (the JPEG's bytes
 # and its EXIF orientation, or the pixels; the label), and what `.to(device)` makes of it.
-# `item_shapes` and `decoded_and_augmented` (plumbing from `nailseg_common.pipelines.gallery`)
-# print them.
+# The batch is built from the dataset here, as `collate_fn` builds it, since on a GPU the
+# loader would hand it over decoded already. `item_shapes` and `decoded_and_augmented`
+# (plumbing from `nailseg_common.pipelines.gallery`) print them.
 
 # %%
 (photos := DeviceDecodedNailDataModule(data, cfg, num_workers=0)).setup()
-encoded = next(iter(photos.val_dataloader()))
+encoded = EncodedBatch([photos.photos["valid"][i] for i in range(cfg.batch_size)], cfg.image_size)
 print(item_shapes(encoded.items[:4]))
 batch = encoded.to(device)
 out_image, out_label = augment(batch["image"], batch["label"])
