@@ -82,12 +82,12 @@ standin_images = None   # stand-in photos (without data_root); None: the profile
 folds = 5               # k of the k-fold cross-validation
 curve_sizes = [5, 10, 20]  # training photos of the learning curve's points (and all of them)
 curve_folds = None      # folds the learning curve uses (the first ones)
-image_size = None       # side of the images the model sees; None: profile's finetune_image_size
+image_size = None       # side of the images the model sees; None: profile's fine_tune_image_size
 batch_size = None
-finetune_steps = None   # optimizer steps of each fine-tuning run (the same for every start)
+fine_tune_steps = None   # optimizer steps of each fine-tuning run (the same for every start)
 encoder = None          # smp encoder name; a found checkpoint's encoder wins
-finetune_lr = None      # peak learning rate of AdamW's cosine schedule
-finetune_keep_statistics = None  # a trained start keeps its BatchNorm statistics (True/False)
+fine_tune_lr = None      # peak learning rate of AdamW's cosine schedule
+fine_tune_keep_statistics = None  # a trained start keeps its BatchNorm statistics (True/False)
 precision = None        # Lightning precision, e.g. 32-true, bf16-mixed
 accelerator = None      # cpu or gpu
 max_train_batches = None  # cap per epoch (0: the whole set)
@@ -100,14 +100,14 @@ max_valid_batches = None  # cap of each validation
 # type as a user's own photos would be. Either way `start` prepares the folder exactly as a
 # real set: checked, split into training and validation photos (seeded; the batch is fitted
 # to the training split), converted. Fine-tuning has a side of its own,
-# `finetune_image_size`: on a laptop, larger than the other notebooks' `image_size`, because
+# `fine_tune_image_size`: on a laptop, larger than the other notebooks' `image_size`, because
 # the course's model was trained at 384 px and loses much of its skill far below that.
 
 # %%
 from nailseg_common.course import start
 
 photos = photos_or_standin(profile, data_root, standin_images)
-side = image_size or select_profile(profile, accelerator=accelerator).finetune_image_size
+side = image_size or select_profile(profile, accelerator=accelerator).fine_tune_image_size
 cfg, data = start(globals() | {"image_size": side}, photos)
 
 # %% [markdown]
@@ -202,7 +202,7 @@ def start_model(start: str, encoder: str, lr: float, max_steps: int,
 
 # %%
 def make_start(start_name: str) -> LitNailSegmentation:
-    return start_model(start_name, cfg.encoder, cfg.finetune_lr, cfg.finetune_steps,
+    return start_model(start_name, cfg.encoder, cfg.fine_tune_lr, cfg.fine_tune_steps,
                        synthetic_checkpoint)
 
 
@@ -373,7 +373,7 @@ class GraphedUNet(pl.Callback):
 # replace statistics learned on thousands of images. `KeepLearnedStatistics` keeps each
 # layer that arrives with statistics (it has counted batches) in eval mode while the weights
 # train; the random start has none to keep and learns them as usual. Which way is better
-# depends on the model and the budget, so the profile's `finetune_keep_statistics` says which:
+# depends on the model and the budget, so the profile's `fine_tune_keep_statistics` says which:
 # both ways were measured on the stand-in, and the profile keeps the better one (kept on a
 # CPU's short run, relearned on a GPU's longer one).
 
@@ -401,11 +401,11 @@ def fine_tune(model: LitNailSegmentation, datamodule: PhotosOnDevice, profile: P
               cuda_graphs: bool = True, policy: dict = POLICY) -> pl.Trainer:
     """Train ``model`` for ``datamodule.steps`` steps, Kornia augmenting on the device with
     ``policy`` (``{}``: none), the U-Net replayed as CUDA graphs (``cuda_graphs``, on a GPU)
-    and, if ``profile.finetune_keep_statistics``, its BatchNorm statistics kept; ``validations``
+    and, if ``profile.fine_tune_keep_statistics``, its BatchNorm statistics kept; ``validations``
     evenly spaced validations; the same ``seed``, the same batches and augmentations."""
     pl.seed_everything(seed, verbose=False)
     model.gpu_augmentation = KorniaAugmentation(policy, seed=seed)  # after the batch transfer
-    steps, keep = datamodule.steps, profile.finetune_keep_statistics
+    steps, keep = datamodule.steps, profile.fine_tune_keep_statistics
     callbacks = [KeepLearnedStatistics()] if keep else []  # first: graphs capture eval layers
     trainer = make_trainer(profile, run_name, max_steps=steps, enable_checkpointing=False,
                            callbacks=callbacks + ([GraphedUNet()] if cuda_graphs else []),
@@ -505,7 +505,7 @@ def cross_validate(make_start: Callable[[str], LitNailSegmentation], starts: lis
         for fold, (train, held_out) in enumerate(folds):
             model, train = make_start(name), train[:train_size]
             datamodule = PhotosOnDevice(photos, train, held_out, profile.batch_size,
-                                        profile.finetune_steps, seed=fold)
+                                        profile.fine_tune_steps, seed=fold)
             began = time.perf_counter()
             trainer = fine_tune(model, datamodule, profile, f"06_{name}", seed=fold)
             runs.append({"start": name, "fold": fold, "photos": len(train),
@@ -524,7 +524,7 @@ validation = cross_validate(make_start, available, frame, photos_set, fold_sets,
 tables.update(validation.tables)
 logits.update(validation.logits)
 runs = validation.runs
-print(f"{len(runs)} runs of {cfg.finetune_steps} steps (batch {cfg.batch_size}, {cfg.image_size} px,"
+print(f"{len(runs)} runs of {cfg.fine_tune_steps} steps (batch {cfg.batch_size}, {cfg.image_size} px,"
       f" validations included) in {runs.seconds.sum():.1f} s, median {runs.seconds.median():.1f} s")
 
 # %% [markdown]
@@ -594,7 +594,7 @@ compare_starts(tables).round(3)
 # fine-tuned. Their difference photo by photo is what fine-tuning gains, and its spread
 # (the 95 % interval of the mean paired gain) is how much the choice of photos alone
 # could move it. `Verdict` (in `nailseg_common.core.statistics`) judges the gain against no
-# gain at all: met, missed or within noise; `finetune_gain_in_words` (in
+# gain at all: met, missed or within noise; `fine_tune_gain_in_words` (in
 # `nailseg_common.measure.own_photos_report`) says what the outcome means and what to try.
 
 # %%
@@ -602,7 +602,7 @@ if {"synthetic", ZERO_SHOT} <= tables.keys():
     gain = tables["synthetic"].dice - tables[ZERO_SHOT].dice[tables["synthetic"].index]
     verdict = Verdict("fine-tuning gain", gain.mean(), 0.0, mean_spread(gain), "the start as it is")
     print(verdict)
-    print("\n".join(own_photos_report.finetune_gain_in_words(verdict.outcome, standin=not data_root)))
+    print("\n".join(own_photos_report.fine_tune_gain_in_words(verdict.outcome, standin=not data_root)))
 else:
     print("no verdict on fine-tuning: there is no synthetic checkpoint to start from")
 
@@ -662,7 +662,7 @@ plt.show()
 # %%
 print("\n".join(own_photos_report.advice_in_words(advice, tables, ZERO_SHOT)))
 print(f"skipped: {', '.join(skipped) or 'none'}; the scores are at {cfg.image_size} px after "
-      f"{cfg.finetune_steps} steps, {len(fold_sets)} folds")
+      f"{cfg.fine_tune_steps} steps, {len(fold_sets)} folds")
 
 # %% [markdown]
 # How to read it, whatever your numbers say:
@@ -703,7 +703,7 @@ print(f"skipped: {', '.join(skipped) or 'none'}; the scores are at {cfg.image_si
 #
 # The model to keep for your photos is trained on all of them. One command does that, from
 # the same synthetic start, with a longer recipe of its own (no sitting to fit: `keep_steps`
-# and `keep_image_size` in the profile): `nailseg-finetune PHOTOS_ROOT OUT` cross-validates
+# and `keep_image_size` in the profile): `nailseg-fine-tune PHOTOS_ROOT OUT` cross-validates
 # it, scores the start and the fine-tuned model each as `nailseg-predict` will run it (its own
 # side, its flips, out of fold), and writes `OUT/model.pt` for `predict --checkpoint` only
 # when fine-tuning beat the start beyond the interval; otherwise its last line names the
@@ -745,7 +745,7 @@ plt.show()
 #   with its standard error per start, and a paired gain with its own that says whether one
 #   start really beats another. The learning curve says whether more photos would help.
 # - `save_weights` and `nailseg-predict` turn the chosen model into masks
-#   and overlays for any folder of photos; `nailseg-finetune` trains the
+#   and overlays for any folder of photos; `nailseg-fine-tune` trains the
 #   model to keep on all your photos.
 #
 # ## Exercises
@@ -753,7 +753,7 @@ plt.show()
 # 1. Fine-tune only the decoder of the synthetic start: in `make_start`, set
 #    `requires_grad_(False)` on the model's `.model.encoder`. Does a frozen encoder do better
 #    or worse on a few dozen photos?
-# 2. Run with `finetune_steps` a quarter and four times the profile's. Which start gains
+# 2. Run with `fine_tune_steps` a quarter and four times the profile's. Which start gains
 #    most from a longer run, and does any of them start to overfit (training loss falling
 #    while the validation Dice drops)?
 # 3. Open the worst photos' masks in an image editor. Is any of them wrong? Fix it, re-run,

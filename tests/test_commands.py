@@ -50,7 +50,7 @@ TINY = ["--profile", "smoke", "--image-size", "32", "--device", "cpu"]
 RUNS = {
     "nailseg-prepare": lambda root: ["--profile", "smoke"],
     "nailseg-predict": lambda root: [root / "nails" / "Images", root / "masks", *TINY],
-    "nailseg-finetune": lambda root: [root / "nails", root / "tuned", *TINY,
+    "nailseg-fine-tune": lambda root: [root / "nails", root / "tuned", *TINY,
                                       "--no-cross-validation"],
     "nailseg-bench": lambda root: ["--profile", "smoke", "--steps", "1", "--repeats", "2", "--workers", "0",
                                    "--out", root / "bench" / "results.json"],

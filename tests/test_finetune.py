@@ -51,7 +51,7 @@ ENCODER = "tu-efficientnet_lite0"
 
 
 def tiny_profile():
-    return select_profile("smoke", image_size=32, batch_size=2, max_steps=2, finetune_steps=2,
+    return select_profile("smoke", image_size=32, batch_size=2, max_steps=2, fine_tune_steps=2,
                           encoder=ENCODER, num_workers=0, max_train_batches=2,
                           max_valid_batches=0)
 
@@ -343,8 +343,8 @@ def test_photos_are_copied_at_their_relative_paths_into_an_emptied_folder(tmp_pa
 def test_cuda_graphs_train_the_weights_and_statistics_an_eager_run_trains(trained):
     """The same seed and batches with and without GraphedUNet: the same step, so the weights
     and BatchNorm statistics move the same way (bf16 rounding aside)."""
-    profile = select_profile("gpu", image_size=32, batch_size=4, finetune_steps=6,
-                             encoder=ENCODER, finetune_keep_statistics=False)
+    profile = select_profile("gpu", image_size=32, batch_size=4, fine_tune_steps=6,
+                             encoder=ENCODER, fine_tune_keep_statistics=False)
     _, photos_set = photos_on_device(trained.data, profile)
     initial = start_model("random", ENCODER, 1e-3, 6)
     moved = []

@@ -1,4 +1,4 @@
-"""``nailseg-finetune``: notebook 06's scores and recipe in one command, the
+"""``nailseg-fine-tune``: notebook 06's scores and recipe in one command, the
 model it writes read by predict, and one clear line for each input it cannot use. Six tiny
 photos in the flat layout, the smoke profile (2 steps a run) at 32 px, from the shipped model."""
 
@@ -58,7 +58,7 @@ def run(*args) -> SimpleNamespace:
 def fine_tuned(tmp_path_factory):
     """One run on six photos, two folds; data and runs in a fresh folder (no local checkpoint:
     the start is the shipped model)."""
-    root = tmp_path_factory.mktemp("finetune_command")
+    root = tmp_path_factory.mktemp("fine_tune_command")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("NAILSEG_DATA_DIR", str(root / "data"))
         patch.setenv("NAILSEG_RUNS_DIR", str(root / "runs"))
@@ -152,7 +152,7 @@ def test_model_pt_is_kept_without_force_and_replaced_with_it(fine_tuned, folders
     assert (out / MODEL).read_bytes() == b"an earlier model"
 
     (out / f".{MODEL}.tmp-999999999").write_bytes(b"")  # what killed runs left
-    (out / ".nailseg-finetune.tmp-999999999").mkdir()
+    (out / ".nailseg-fine-tune.tmp-999999999").mkdir()
     forced = run(fine_tuned.photos, out, *OPTIONS, "--no-cross-validation", "--force")
     assert forced.code == 0, forced.err
     assert not [path for path in out.iterdir() if path.name.startswith(".")]
@@ -330,7 +330,7 @@ def test_a_kill_while_saving_keeps_the_users_files_and_the_next_run_clears_what_
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
     assert process.wait() == -signal.SIGKILL
-    staging = out / f".nailseg-finetune.tmp-{process.pid}"
+    staging = out / f".nailseg-fine-tune.tmp-{process.pid}"
     assert sorted(path.name for path in staging.iterdir()) == [MODEL, SCORES, SUMMARY]
     assert {path.name: path.read_text() for path in out.iterdir() if path != staging} == earlier
 

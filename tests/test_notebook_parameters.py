@@ -75,7 +75,7 @@ def test_notebook_06_fine_tunes_with_the_parameters_it_is_given(tmp_path, monkey
     """No checkpoint in the (empty) runs folder: the shipped model is the synthetic start,
     beside the random and the ImageNet ones."""
     parameters = {"profile": "smoke", "standin_images": 20, "image_size": 32, "batch_size": 2,
-                  "finetune_steps": 3, "encoder": "tu-efficientnet_lite0", "finetune_lr": 0.005,
+                  "fine_tune_steps": 3, "encoder": "tu-efficientnet_lite0", "fine_tune_lr": 0.005,
                   "precision": "bf16-mixed", "accelerator": "cpu", "max_train_batches": 2,
                   "max_valid_batches": 1, "checkpoint": "",
                   "folds": 2, "curve_sizes": [6], "curve_folds": 2}

@@ -51,11 +51,11 @@ def test_a_paired_gain_keeps_its_standard_error_beside_its_interval():
     assert gain["gain_spread"] == pytest.approx(stats.t.ppf(0.975, 2) * gain["gain_se"])
 
 
-def test_finetune_advice_names_the_photos_and_what_to_try_for_each_outcome():
-    from nailseg_common.measure.own_photos_report import finetune_gain_in_words
-    assert "use a fine-tuned start" in finetune_gain_in_words("met", standin=False)[0]
-    assert "fewer finetune_steps" in " ".join(finetune_gain_in_words("missed", standin=True))
+def test_fine_tune_advice_names_the_photos_and_what_to_try_for_each_outcome():
+    from nailseg_common.measure.own_photos_report import fine_tune_gain_in_words
+    assert "use a fine-tuned start" in fine_tune_gain_in_words("met", standin=False)[0]
+    assert "fewer fine_tune_steps" in " ".join(fine_tune_gain_in_words("missed", standin=True))
     for standin, where in ((True, "the stand-in"), (False, "your photos")):
-        noise = " ".join(finetune_gain_in_words("within noise", standin))
-        assert where in noise and "more finetune_steps first" in noise
-        assert "lower finetune_lr" not in noise  # steps, not a lower rate, helped on real photos
+        noise = " ".join(fine_tune_gain_in_words("within noise", standin))
+        assert where in noise and "more fine_tune_steps first" in noise
+        assert "lower fine_tune_lr" not in noise  # steps, not a lower rate, helped on real photos

@@ -22,7 +22,7 @@ def own_folders(tmp_path, monkeypatch):
 def test_ship_model_measures_a_candidate_and_writes_it_in_half_precision(tmp_path):
     out = tmp_path / "shipped"
     ship_model.main([str(SHIPPED_MODEL), "--ship", "0", "--profile", "smoke", "--photos", "10",
-                     "--sizes", "64", "--seeds", "1", "--finetune-steps", "2",
+                     "--sizes", "64", "--seeds", "1", "--fine-tune-steps", "2",
                      "--timing-steps", "2", "--trained-steps", "3600", "--out", str(out)])
     results = json.loads((out / "shipped_model.json").read_text())
     assert results["candidates"][0]["fine_tuned"][0]["steps"] == 2

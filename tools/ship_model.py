@@ -11,7 +11,7 @@ committed model was made (on the generator's ``wide`` set, see ``tools/train_wid
 For every candidate checkpoint: its size in half precision, its hard Dice and IoU on the
 synthetic validation set, and on notebook 06's stand-in of another style (``--photos``
 photos, a fifth held out) the zero-shot scores at each of ``--sizes`` and the scores after
-notebook 06's ``fine_tune`` for ``--finetune-steps`` steps, once per seed, with the seconds
+notebook 06's ``fine_tune`` for ``--fine-tune-steps`` steps, once per seed, with the seconds
 each start took; the random start of the shipped candidate's encoder for reference, and
 one run of the shipped start for ``--timing-steps`` steps, timed. The ``--ship`` candidate
 is written in half precision (``unet-<encoder>.pt``) with its
@@ -77,9 +77,9 @@ def timed_fine_tune(start_name: str, checkpoint: Checkpoint | None, standin: Dat
                     cfg: Profile, seed: int) -> dict:
     """One start fine-tuned with notebook 06's code on the stand-in's training photos: seconds
     (fit only) and the scores of its validation photos, held out."""
-    model = start_model(start_name, cfg.encoder, cfg.finetune_lr, cfg.finetune_steps, checkpoint,
+    model = start_model(start_name, cfg.encoder, cfg.fine_tune_lr, cfg.fine_tune_steps, checkpoint,
                         seed)
-    batches = stand_in(cfg, standin, cfg.finetune_steps, seed=seed)
+    batches = stand_in(cfg, standin, cfg.fine_tune_steps, seed=seed)
     began = synchronized_now(cfg.device)
     trainer = fine_tune(model, batches, cfg, f"ship_{start_name}_{cfg.encoder}", seed=seed)
     seconds = synchronized_now(cfg.device) - began
@@ -92,7 +92,7 @@ def candidate(checkpoint: Checkpoint, synthetic: DataLocation, standin: DataLoca
     """Every measurement of one candidate checkpoint (see the module's docstring)."""
     encoder = checkpoint.encoder
     cfg = dataclasses.replace(cfg, encoder=encoder)
-    model = start_model("synthetic", encoder, cfg.finetune_lr, cfg.finetune_steps, checkpoint)
+    model = start_model("synthetic", encoder, cfg.fine_tune_lr, cfg.fine_tune_steps, checkpoint)
     parameters = sum(p.numel() for p in model.parameters())
     return {"checkpoint": checkpoint.path.name, "encoder": encoder, "parameters": parameters,
             "half_precision_mib": round(2 * parameters / 2**20, 1),
@@ -141,7 +141,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--photos", type=int, default=50, help="stand-in photos (a fifth held out)")
     parser.add_argument("--sizes", default="128,192,256,384", help="zero-shot image sides")
     parser.add_argument("--seeds", type=int, default=3, help="fine-tuning runs per start")
-    parser.add_argument("--finetune-steps", type=int, default=None,
+    parser.add_argument("--fine-tune-steps", type=int, default=None,
                         help="steps of each fine-tuning run (default: the profile's)")
     parser.add_argument("--timing-steps", type=int, default=1200,
                         help="steps of one more run of the shipped start, timed")
@@ -164,13 +164,13 @@ def main(argv: list[str] | None = None) -> None:
     profile = select_profile(args.profile, num_images=args.num_images)
     synthetic = ensure_prepared(profile)
     photos = photos_or_standin(args.profile, num_images=args.photos)
-    cfg, standin = start({"profile": args.profile, "finetune_steps": args.finetune_steps}, photos)
+    cfg, standin = start({"profile": args.profile, "fine_tune_steps": args.fine_tune_steps}, photos)
     held_out = read_split(standin, "valid")  # the stand-in's validation split: never trained on
     sizes, seeds = [int(size) for size in args.sizes.split(",")], list(range(args.seeds))
     about = {**provenance(), "commit": args.commit, "profile": cfg.name}
     results = {**about, "standin": {"photos": args.photos, "held_out": len(held_out),
                                     "image_size": cfg.image_size, "batch_size": cfg.batch_size,
-                                    "finetune_steps": cfg.finetune_steps, "seeds": seeds},
+                                    "fine_tune_steps": cfg.fine_tune_steps, "seeds": seeds},
                "candidates": [candidate(read, synthetic, standin, cfg, sizes, seeds)
                               for read in candidates]}
     if args.ship is not None:
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> None:
         results["random_start"] = {"encoder": encoder, "fine_tuned": [
             timed_fine_tune("random", None, standin, random_cfg, seed) for seed in seeds]}
         trained_by = args.trained_by.replace("<encoder>", encoder)
-        long_cfg = dataclasses.replace(random_cfg, finetune_steps=args.timing_steps)
+        long_cfg = dataclasses.replace(random_cfg, fine_tune_steps=args.timing_steps)
         results["shipped_long_run"] = timed_fine_tune("synthetic", shipped, standin, long_cfg,
                                                       seed=0)
         trained_on = {"generator_version": GENERATOR_VERSION, "style": args.style,

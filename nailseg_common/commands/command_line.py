@@ -88,7 +88,7 @@ def predict() -> int:
 
 
 def fine_tune() -> int:
-    """``nailseg-finetune``."""
+    """``nailseg-fine-tune``."""
     return launch("fine_tune")
 
 

@@ -1,6 +1,6 @@
 """Fine-tune the course's model on your own photos, in one command: notebook 06's recipe.
 
-``nailseg-finetune PHOTOS_ROOT OUT``: PHOTOS_ROOT (``Images/<type>/`` and
+``nailseg-fine-tune PHOTOS_ROOT OUT``: PHOTOS_ROOT (``Images/<type>/`` and
 ``Masks/<type>/``, or flat ``Images/`` and ``Masks/``) is checked and prepared as notebook 06
 prepares its ``data_root`` (PHOTOS_ROOT is only read, the prepared files go to the data
 folder). The start is ``--checkpoint``, else notebook 06's synthetic start
@@ -107,8 +107,8 @@ with starting(__name__):  # Ctrl-C during these imports: one line (see command_l
 MODEL, SCORES, SUMMARY = "model.pt", "scores.csv", "summary.json"
 OUTPUTS = (SCORES, SUMMARY, MODEL)
 """What a run writes, in the order they are renamed into place."""
-STAGING = "nailseg-finetune"
-"""``OUT/.nailseg-finetune.tmp-<pid>``: where a run writes :data:`OUTPUTS` before they land."""
+STAGING = "nailseg-fine-tune"
+"""``OUT/.nailseg-fine-tune.tmp-<pid>``: where a run writes :data:`OUTPUTS` before they land."""
 PHOTOS_HELP = ("Pass as PHOTOS_ROOT a folder with your photos in Images/<type>/ and their masks "
                "(same names, .png or .jpg) in Masks/<type>/, or all of them directly in "
                "Images/ and Masks/.")
@@ -138,7 +138,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     exits 2 naming the option (``--lr -1e-3`` is read as a number)."""
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(
-        prog="nailseg-finetune", description=__doc__.splitlines()[0],
+        prog="nailseg-fine-tune", description=__doc__.splitlines()[0],
         epilog="Exit status: 0 done; 2 no model written (the message says why); 130 stopped "
                "by Ctrl-C, 143 by SIGTERM. Then: nailseg-predict PHOTOS MASKS --checkpoint "
                "OUT/model.pt.")
@@ -251,7 +251,7 @@ def score_and_fine_tune(cfg: Profile, frame: pd.DataFrame, photos: BatchSlices, 
     and the start fine-tuned on all the photos (none held out: it validates none). A bar
     counts the runs."""
     def start_weights() -> LitNailSegmentation:
-        return start_model("synthetic", cfg.encoder, cfg.finetune_lr, cfg.finetune_steps, checkpoint)
+        return start_model("synthetic", cfg.encoder, cfg.fine_tune_lr, cfg.fine_tune_steps, checkpoint)
 
     start_side = start_image_size(checkpoint, cfg.name)
     tables = {ZERO_SHOT: scored_as_predicted(start_weights(), frame, frame.index, start_side,
@@ -266,7 +266,7 @@ def score_and_fine_tune(cfg: Profile, frame: pd.DataFrame, photos: BatchSlices, 
             next(runs)
             model = start_weights()
             fine_tune(model, PhotosOnDevice(photos, train, held_out, cfg.batch_size,
-                                            cfg.finetune_steps, seed=fold), cfg, "06_synthetic",
+                                            cfg.fine_tune_steps, seed=fold), cfg, "06_synthetic",
                       seed=fold)
             held_out_scores.append(scored_as_predicted(model, frame, held_out, cfg.image_size,
                                                        cfg.device))
@@ -275,7 +275,7 @@ def score_and_fine_tune(cfg: Profile, frame: pd.DataFrame, photos: BatchSlices, 
         next(runs)
         model = start_weights()
         fine_tune(model, PhotosOnDevice(photos, everything, everything[:0], cfg.batch_size,
-                                        cfg.finetune_steps), cfg, "06_all_photos")
+                                        cfg.fine_tune_steps), cfg, "06_all_photos")
     return tables, model
 
 
@@ -320,8 +320,8 @@ def fine_tune_photos(args: argparse.Namespace, argv: list[str]) -> int:
     check_out(out, str(args.out), args.photos_root, args.force)
     profile = select_profile(name, accelerator=accelerator)
     cfg = dataclasses.replace(profile, image_size=args.image_size or profile.keep_image_size,
-                              finetune_steps=args.steps or profile.keep_steps,
-                              finetune_lr=args.lr or profile.keep_lr,
+                              fine_tune_steps=args.steps or profile.keep_steps,
+                              fine_tune_lr=args.lr or profile.keep_lr,
                               encoder=checkpoint.encoder)
     set_matmul_precision(cfg)
     try:
@@ -336,18 +336,18 @@ def fine_tune_photos(args: argparse.Namespace, argv: list[str]) -> int:
              if args.cross_validation else [])
     print(f"start: {checkpoint.path}; {len(frame)} photos, "
           + (f"{len(folds)} folds" if folds else "no cross-validation")
-          + f"; {cfg.finetune_steps} steps a run at {cfg.image_size} px, batch {cfg.batch_size}, "
-          f"lr {cfg.finetune_lr}, on {cfg.device}")
+          + f"; {cfg.fine_tune_steps} steps a run at {cfg.image_size} px, batch {cfg.batch_size}, "
+          f"lr {cfg.fine_tune_lr}, on {cfg.device}")
     tables, model = score_and_fine_tune(cfg, frame, photos, folds, checkpoint)
     summary = report(tables, {ZERO_SHOT: start_image_size(checkpoint, cfg.name),
                               **({FINE_TUNED: cfg.image_size} if folds else {})})
     gained = summary.get("verdict", "met") == "met"  # no cross-validation: nothing to compare
     write_model = gained or args.write_anyway
     recipe = {"start": str(checkpoint.path), "encoder": cfg.encoder, "image_size": cfg.image_size,
-              "batch_size": cfg.batch_size, "steps": cfg.finetune_steps, "lr": cfg.finetune_lr,
-              "keep_statistics": cfg.finetune_keep_statistics, "precision": cfg.precision,
+              "batch_size": cfg.batch_size, "steps": cfg.fine_tune_steps, "lr": cfg.fine_tune_lr,
+              "keep_statistics": cfg.fine_tune_keep_statistics, "precision": cfg.precision,
               "folds": len(folds)}
-    run = {"command": ["nailseg-finetune", *argv], **provenance(),
+    run = {"command": ["nailseg-fine-tune", *argv], **provenance(),
            "photos_root": str(data.raw), "photos": len(frame), "profile": cfg.name,
            "recipe": recipe, **summary, "model_written": write_model}
     write_outputs(out, per_photo(tables, frame, data.raw), run,
@@ -400,7 +400,7 @@ def write_outputs(out: Path, scores: pd.DataFrame, run: dict, model: LitNailSegm
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``nailseg-finetune``: the exit status; errors as one line on stderr."""
+    """``nailseg-fine-tune``: the exit status; errors as one line on stderr."""
     argv = sys.argv[1:] if argv is None else argv
     return run_command(lambda: fine_tune_photos(parse_args(argv), argv), STOPPED)
 

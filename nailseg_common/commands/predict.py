@@ -229,7 +229,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "photo, nails tinted cyan); new, empty or an earlier run's; it may lie inside "
                              "IMAGES (it is not read)")
     add_checkpoint_option(parser, "a best-*.ckpt written by notebook 02 or 04 (runs/<profile>/<run>/"
-                                  "version_N/checkpoints/), or a model notebook 06 or nailseg-finetune saved")
+                                  "version_N/checkpoints/), or a model notebook 06 or nailseg-fine-tune saved")
     add_profile_option(parser, "where the default checkpoint is looked for and the default --image-size")
     parser.add_argument("--image-size", default=None,
                         help="side of the square the model sees, a multiple of 32 (default: "

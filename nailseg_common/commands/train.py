@@ -300,7 +300,7 @@ def check_checkpoint(path: str) -> None:
     ``best-*.ckpt``), the kind ``--validate`` loads; a weights file the course writes is named."""
     checkpoint = read_checkpoint(path, LIGHTNING_CHECKPOINTS)  # DataError: no course checkpoint
     if checkpoint.trained_steps is None:
-        raise DataError(f"--validate {path} is a weights file (a model.pt of nailseg-finetune or "
+        raise DataError(f"--validate {path} is a weights file (a model.pt of nailseg-fine-tune or "
                         "notebook 06, or the model the course ships), not a Lightning checkpoint: "
                         f"pass {LIGHTNING_CHECKPOINTS}.")
 

@@ -71,11 +71,11 @@ def advice_in_words(advice: dict, tables: dict, zero_shot: str) -> list[str]:
                    "photos would tell them apart")
     if best == zero_shot:
         verdict += ("; fine-tuning did not beat the checkpoint as it is, so use it unchanged "
-                    "or fine-tune longer (finetune_steps)")
+                    "or fine-tune longer (fine_tune_steps)")
     return [best_line, lead, f"-> {verdict}"]
 
 
-def finetune_gain_in_words(outcome: str, standin: bool) -> list[str]:
+def fine_tune_gain_in_words(outcome: str, standin: bool) -> list[str]:
     """What notebook 06's verdict on fine-tuning against the start as it is (``outcome``:
     met, missed or within noise) means, and what to try, as lines to print; ``standin``:
     the photos are the synthetic stand-in."""
@@ -83,10 +83,10 @@ def finetune_gain_in_words(outcome: str, standin: bool) -> list[str]:
         return ["-> fine-tuning pays on these photos: use a fine-tuned start (see the advice below)."]
     if outcome == "missed":
         return ["-> fine-tuning made these photos worse: too many steps or too high a learning",
-                "   rate for a few dozen photos; try fewer finetune_steps or a lower finetune_lr."]
+                "   rate for a few dozen photos; try fewer fine_tune_steps or a lower fine_tune_lr."]
     where = ("the stand-in resembles what the start was trained on" if standin
              else "your photos resemble what the start was trained on")
     return ["-> no gain beyond the noise: the start already handles photos like these",
             f"   ({where}). On photos unlike the synthetic set fine-tuning is where the gain",
-            "   comes from; to get more, try more finetune_steps first (on real photos the",
+            "   comes from; to get more, try more fine_tune_steps first (on real photos the",
             "   steps mattered more than the learning rate), then more photos."]

@@ -36,12 +36,12 @@ class Profile:
     max_valid_batches: int | None = None
     bench_repeats: int = 3
     bench_steps: int = 20
-    finetune_steps: int = 240  # optimizer steps of each fine-tuning run of notebook 06
-    finetune_image_size: int = 64  # the side notebook 06 fine-tunes at
-    finetune_lr: float = 1e-3  # its peak learning rate (the weights start trained)
+    fine_tune_steps: int = 240  # optimizer steps of each fine-tuning run of notebook 06
+    fine_tune_image_size: int = 64  # the side notebook 06 fine-tunes at
+    fine_tune_lr: float = 1e-3  # its peak learning rate (the weights start trained)
     curve_folds: int = 1  # folds of notebook 06's learning curve (the first ones)
-    finetune_keep_statistics: bool = True  # a trained start keeps its BatchNorm statistics
-    # nailseg-finetune's recipe of the model you keep: no sitting to fit, so as long as a
+    fine_tune_keep_statistics: bool = True  # a trained start keeps its BatchNorm statistics
+    # nailseg-fine-tune's recipe of the model you keep: no sitting to fit, so as long as a
     # laptop allows (notebook 06's recipe is the same where the two agree)
     keep_steps: int = 240  # optimizer steps of each run
     keep_image_size: int = 64  # the side it fine-tunes at (predict then runs the model there)
@@ -78,8 +78,8 @@ PROFILES: dict[str, Profile] = {
         name="smoke", accelerator="cpu", num_images=48, photo_side=256, image_size=64, batch_size=8,
         max_steps=2, encoder="tu-efficientnet_lite0", num_workers=0, precision="32-true", lr=1e-3,
         max_train_batches=2, max_valid_batches=1, bench_repeats=3, bench_steps=2,
-        finetune_steps=2, finetune_image_size=64, finetune_lr=1e-3, curve_folds=1,
-        finetune_keep_statistics=True, keep_steps=2, keep_image_size=64, keep_lr=1e-3,
+        fine_tune_steps=2, fine_tune_image_size=64, fine_tune_lr=1e-3, curve_folds=1,
+        fine_tune_keep_statistics=True, keep_steps=2, keep_image_size=64, keep_lr=1e-3,
         keep_folds=5, compile_model=False, fast_batch_size=8, fast_lr=1e-3,
         warmup_steps=0, fast_max_steps=2,
         val_every_n_epochs=1, ddp_devices=2, ddp_batch_size=8, ddp_max_steps=15,
@@ -93,8 +93,8 @@ PROFILES: dict[str, Profile] = {
         # leave its one-device run without a validation)
         name="cpu", accelerator="cpu", num_images=400, photo_side=512, image_size=192, batch_size=8,
         max_steps=240, encoder="tu-efficientnet_lite0", num_workers=2, precision="32-true",
-        lr=2e-3, bench_repeats=3, bench_steps=3, finetune_steps=20, finetune_image_size=128,
-        finetune_lr=3e-4, curve_folds=1, finetune_keep_statistics=True,
+        lr=2e-3, bench_repeats=3, bench_steps=3, fine_tune_steps=20, fine_tune_image_size=128,
+        fine_tune_lr=3e-4, curve_folds=1, fine_tune_keep_statistics=True,
         # the model to keep: 160 steps at 192 px, lr 1e-3, 3 folds (4 runs) fit 10 minutes for
         # 192 real photos on 2 cores; 5 folds scored them 0.936 ± 0.006 through predict's path
         # in 13.7 min, against 0.867 with notebook 06's recipe (lab/finetune_as_predicted)
@@ -110,13 +110,13 @@ PROFILES: dict[str, Profile] = {
         # ImageNet, notebook 02 was at hard Dice 0.934 after 600 of 1200 steps and 0.947 after
         # 1200 (H200, 2026-11-29), far past its target (0.858), in half the time
         max_steps=600, encoder="tu-efficientnet_lite0", num_workers=15, precision="bf16-mixed", lr=7e-4,
-        bench_repeats=3, bench_steps=20, finetune_steps=120, finetune_image_size=384,
+        bench_repeats=3, bench_steps=20, fine_tune_steps=120, fine_tune_image_size=384,
         # one fold of learning curve, as on a laptop: each fold more is 6 fine-tuning runs
         # (about 20 s on an H200) that a 12-minute edition cannot spare
-        finetune_lr=7e-4, curve_folds=1,
+        fine_tune_lr=7e-4, curve_folds=1,
         # relearned BatchNorm statistics: 0.934 ± 0.010, kept 0.926 ± 0.011 on an H100
         # (lab/fine_tune_batchnorm/fine_tune_batchnorm_h100.json)
-        finetune_keep_statistics=False,
+        fine_tune_keep_statistics=False,
         keep_steps=120, keep_image_size=384, keep_lr=7e-4, keep_folds=5,  # notebook 06's recipe
         compile_model=True, fast_batch_size=60, fast_lr=2e-3, warmup_steps=50,
         fast_max_steps=1500, val_every_n_epochs=3, ddp_devices=2, ddp_batch_size=60,

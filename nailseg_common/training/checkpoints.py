@@ -3,7 +3,7 @@ weights into a model and saving a model's weights.
 
 A checkpoint is a ``best-*.ckpt`` that notebook 02 or 04 kept (Lightning's: hyperparameters,
 weights, the ``ModelCheckpoint``'s best score), notebook 08's ``final.ckpt``, or a file that
-:func:`save_weights` wrote (notebook 06, ``nailseg-finetune``, the model the course ships:
+:func:`save_weights` wrote (notebook 06, ``nailseg-fine-tune``, the model the course ships:
 hyperparameters, weights and the side it was trained at). :func:`read_checkpoint` reads any
 of them once into a :class:`Checkpoint`, which every reader takes.
 """
@@ -32,7 +32,7 @@ NOT_A_CHECKPOINT = (LookupError, EOFError, RuntimeError, TypeError, ValueError, 
 """What reading a file that is not a course checkpoint raises (no pickle, no
 ``hyper_parameters`` or ``encoder``, other layers)."""
 WHAT_TO_PASS = ("a best-*.ckpt written by notebook 02 or 04, notebook 08's final.ckpt, or a "
-                "model.pt written by nailseg-finetune or notebook 06")
+                "model.pt written by nailseg-fine-tune or notebook 06")
 
 
 class Checkpoint(NamedTuple):

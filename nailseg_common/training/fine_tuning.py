@@ -148,11 +148,11 @@ def fine_tune(model: LitNailSegmentation, datamodule: PhotosOnDevice, profile: P
               cuda_graphs: bool = True, policy: dict = POLICY) -> pl.Trainer:
     """Train ``model`` for ``datamodule.steps`` steps, Kornia augmenting on the device with
     ``policy`` (``{}``: none), the U-Net replayed as CUDA graphs (``cuda_graphs``, on a GPU)
-    and, if ``profile.finetune_keep_statistics``, its BatchNorm statistics kept; ``validations``
+    and, if ``profile.fine_tune_keep_statistics``, its BatchNorm statistics kept; ``validations``
     evenly spaced validations; the same ``seed``, the same batches and augmentations."""
     pl.seed_everything(seed, verbose=False)
     model.gpu_augmentation = KorniaAugmentation(policy, seed=seed)  # after the batch transfer
-    steps, keep = datamodule.steps, profile.finetune_keep_statistics
+    steps, keep = datamodule.steps, profile.fine_tune_keep_statistics
     callbacks = [KeepLearnedStatistics()] if keep else []  # first: graphs capture eval layers
     trainer = make_trainer(profile, run_name, max_steps=steps, enable_checkpointing=False,
                            callbacks=callbacks + ([GraphedUNet()] if cuda_graphs else []),
@@ -203,7 +203,7 @@ def cross_validate(make_start: Callable[[str], LitNailSegmentation], starts: lis
         for fold, (train, held_out) in enumerate(folds):
             model, train = make_start(name), train[:train_size]
             datamodule = PhotosOnDevice(photos, train, held_out, profile.batch_size,
-                                        profile.finetune_steps, seed=fold)
+                                        profile.fine_tune_steps, seed=fold)
             began = time.perf_counter()
             trainer = fine_tune(model, datamodule, profile, f"06_{name}", seed=fold)
             runs.append({"start": name, "fold": fold, "photos": len(train),
