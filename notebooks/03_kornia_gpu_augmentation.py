@@ -571,7 +571,8 @@ class DeviceDecodedNailDataModule(pl.LightningDataModule):
 
 # %%
 (photos := DeviceDecodedNailDataModule(data, cfg, num_workers=0)).setup()
-encoded = EncodedBatch([photos.photos["valid"][i] for i in range(cfg.batch_size)], cfg.image_size)
+valid = photos.photos["valid"]
+encoded = EncodedBatch([valid[i] for i in range(min(cfg.batch_size, len(valid)))], cfg.image_size)
 print(item_shapes(encoded.items[:4]))
 batch = encoded.to(device)
 out_image, out_label = augment(batch["image"], batch["label"])
